@@ -1,0 +1,128 @@
+"""The error hierarchy: one root, one class per stage, details kept as attributes.
+
+Everything Colonnade raises on purpose derives from :class:`ColonnadeError`, so callers can
+catch one class, and the CLI can print ``str(error)`` as a one-line reason.
+"""
+
+from __future__ import annotations
+
+
+class ColonnadeError(Exception):
+    """Root of every error Colonnade raises on purpose."""
+
+
+class ConfigError(ColonnadeError):
+    """A store URI, option or environment setting is invalid."""
+
+
+class NotInstalledError(ColonnadeError):
+    """An optional dependency needed by a backend is missing."""
+
+
+class DatasetError(ColonnadeError):
+    """A dataset-level problem (missing, already exists, bad spec)."""
+
+
+class DatasetNotFoundError(DatasetError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"dataset {name!r} does not exist")
+        self.name = name
+
+
+class DatasetExistsError(DatasetError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"dataset {name!r} already exists")
+        self.name = name
+
+
+class SchemaError(DatasetError):
+    """Data does not match a dataset's schema, or a schema text is invalid."""
+
+
+class SpecError(DatasetError):
+    """A partition spec or sort key is invalid."""
+
+
+class StoreError(ColonnadeError):
+    """The store failed to read or write."""
+
+
+class CommitConflictError(StoreError):
+    """Another writer won the version this commit tried to take."""
+
+    def __init__(self, dataset: str, version: int) -> None:
+        super().__init__(f"dataset {dataset!r}: version {version} was taken by another writer")
+        self.dataset = dataset
+        self.version = version
+
+
+class UnavailableError(StoreError):
+    """Not enough replicas answered for the requested consistency level."""
+
+    def __init__(self, message: str, consistency: str | None = None,
+                 required: int | None = None, alive: int | None = None) -> None:
+        super().__init__(message)
+        self.consistency = consistency
+        self.required = required
+        self.alive = alive
+
+
+class CorruptChunkError(ColonnadeError):
+    """A stored chunk failed its checksum or could not be decoded."""
+
+    def __init__(self, dataset: str, column: str, segment: str, reason: str) -> None:
+        super().__init__(
+            f"corrupt chunk: dataset {dataset!r}, column {column!r}, segment {segment}: {reason}"
+        )
+        self.dataset = dataset
+        self.column = column
+        self.segment = segment
+        self.reason = reason
+
+
+class CorruptCommitError(ColonnadeError):
+    """A commit record is unreadable or of an unknown format version."""
+
+    def __init__(self, dataset: str, version: int, reason: str) -> None:
+        super().__init__(f"dataset {dataset!r}: commit {version} is unreadable: {reason}")
+        self.dataset = dataset
+        self.version = version
+        self.reason = reason
+
+
+class IngestError(ColonnadeError):
+    """An ingest failed; nothing of it was committed."""
+
+
+class BadRowError(IngestError):
+    """A row of an input file could not be parsed (strict mode)."""
+
+    def __init__(self, path: str, line: int | None, column: str | None, reason: str) -> None:
+        where = path
+        if line is not None:
+            where += f":{line}"
+        if column is not None:
+            where += f": column {column}"
+        super().__init__(f"{where}: {reason}")
+        self.path = path
+        self.line = line
+        self.column = column
+        self.reason = reason
+
+
+class TooManyErrorsError(IngestError):
+    def __init__(self, path: str, count: int, limit: int) -> None:
+        super().__init__(
+            f"{path}: {count} bad rows exceed --max-errors {limit}; nothing was committed"
+        )
+        self.path = path
+        self.count = count
+        self.limit = limit
+
+
+class QueryError(ColonnadeError):
+    """A SQL query failed."""
+
+
+class ClusterError(ColonnadeError):
+    """The local Cassandra cluster manager failed."""

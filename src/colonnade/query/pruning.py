@@ -1,0 +1,121 @@
+"""Pruning rules: may a partition or a segment hold a row matching a predicate?
+
+Each rule answers False only when it can prove no row matches; anything it can't prove is
+True ("maybe"), so pruning never changes an answer. The filter itself is always applied to
+the rows that are read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from colonnade.encoding.chunk import ChunkStats, physical_value
+from colonnade.query.expressions import And, Compare, Node, Or, Unknown
+from colonnade.schema.spec import DatasetSpec
+
+
+def _cast_values(node: Compare, type_: pa.DataType) -> tuple[pa.Scalar, ...] | None:
+    try:
+        return tuple(v.cast(type_) for v in node.values)  # safe cast: 3.5 → int fails → None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+        return None
+
+
+def _evaluate(node: Node | None, leaf: Any) -> bool:
+    if node is None or isinstance(node, Unknown):
+        return True
+    if isinstance(node, And):
+        return all(_evaluate(a, leaf) for a in node.args)
+    if isinstance(node, Or):
+        return any(_evaluate(a, leaf) for a in node.args)
+    if isinstance(node, Compare):
+        return bool(leaf(node))
+    return True
+
+
+def _compare_values(op: str, lo: Any, hi: Any, values: tuple[Any, ...]) -> bool:
+    """May some x in [lo, hi] satisfy ``x op values``?"""
+    try:
+        if op in ("=", "in"):
+            return any(lo <= v <= hi for v in values)
+        v = values[0]
+        if op == "<":
+            return bool(lo < v)
+        if op == "<=":
+            return bool(lo <= v)
+        if op == ">":
+            return bool(hi > v)
+        if op == ">=":
+            return bool(hi >= v)
+    except TypeError:
+        return True
+    return True
+
+
+def partition_may_match(node: Node | None, spec: DatasetSpec, values: tuple[Any, ...]) -> bool:
+    """False only if no row of the partition with these transform values can match."""
+    if node is None or not spec.partition_by:
+        return True
+    schema = spec.schema
+
+    def leaf(c: Compare) -> bool:
+        if c.column not in schema.names:
+            return True
+        type_ = schema.field(c.column).type
+        for transform, pv in zip(spec.partition_by, values, strict=True):
+            if transform.source != c.column:
+                continue
+            # every transform maps null to null and non-null to non-null
+            if c.op == "is_null":
+                if pv is not None:
+                    return False
+                continue
+            if c.op == "is_valid":
+                if pv is None:
+                    return False
+                continue
+            if pv is None:
+                return False  # comparisons with NULL are never true
+            cast = _cast_values(c, type_)
+            if cast is None:
+                continue
+            projected = transform.project(c.op, tuple(v.as_py() for v in cast), type_)
+            if projected is None:
+                continue
+            op, pvals = projected
+            if not _compare_values(op, pv, pv, pvals):
+                return False
+        return True
+
+    return _evaluate(node, leaf)
+
+
+def segment_may_match(node: Node | None, schema: pa.Schema, stats: dict[str, ChunkStats], rows: int) -> bool:
+    """False only if the segment's chunk statistics prove that no row matches."""
+    if node is None:
+        return True
+
+    def leaf(c: Compare) -> bool:
+        if c.column not in schema.names:
+            return True
+        s = stats.get(c.column)
+        nulls, lo, hi = (rows, None, None) if s is None else (s.nulls, s.min, s.max)
+        if c.op == "is_null":
+            return nulls > 0
+        if c.op == "is_valid":
+            return nulls < rows
+        if nulls >= rows:
+            return False
+        if lo is None or hi is None:
+            return True
+        cast = _cast_values(c, schema.field(c.column).type)
+        if cast is None:
+            return True
+        values = tuple(physical_value(v) for v in cast)
+        if any(v is None for v in values):
+            return True
+        return _compare_values(c.op, lo, hi, values)
+
+    return _evaluate(node, leaf)

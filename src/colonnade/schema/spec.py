@@ -1,0 +1,85 @@
+"""DatasetSpec: a dataset's schema, partition spec, sort key and write settings, as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from colonnade.errors import SpecError
+from colonnade.schema.transforms import Transform, parse_partition_spec, parse_transform
+from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json
+
+SPEC_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    schema: pa.Schema
+    partition_by: tuple[Transform, ...] = ()
+    sort_by: tuple[str, ...] = ()
+    segment_rows: int = 65_536
+    compression: str = "zstd"
+    created: float = field(default=0.0, compare=False)
+
+    def __post_init__(self) -> None:
+        names = set(self.schema.names)
+        if len(names) != len(self.schema.names):
+            raise SpecError(f"dataset {self.name!r}: duplicate column names")
+        for t in self.partition_by:
+            if t.source not in names:
+                raise SpecError(f"partition column {t.source!r} is not in the schema of {self.name!r}")
+            t.check_type(self.schema.field(t.source).type)
+        for c in self.sort_by:
+            if c not in names:
+                raise SpecError(f"sort column {c!r} is not in the schema of {self.name!r}")
+
+    @classmethod
+    def create(cls, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
+               sort_by: str | list[str] | None = None, **settings: Any) -> DatasetSpec:
+        if isinstance(partition_by, str):
+            transforms = parse_partition_spec(partition_by)
+        else:
+            transforms = [parse_transform(p) for p in (partition_by or [])]
+        if isinstance(sort_by, str):
+            sort = [s.strip() for s in sort_by.split(",") if s.strip()]
+        else:
+            sort = list(sort_by or [])
+        return cls(name, logical_schema(schema), tuple(transforms), tuple(sort),
+                   **{k: v for k, v in settings.items() if v is not None})
+
+    def with_schema(self, schema: pa.Schema) -> DatasetSpec:
+        return replace(self, schema=logical_schema(schema))
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": SPEC_FORMAT_VERSION,
+            "name": self.name,
+            "schema": schema_to_json(self.schema),
+            "partition_by": [str(t) for t in self.partition_by],
+            "sort_by": list(self.sort_by),
+            "segment_rows": self.segment_rows,
+            "compression": self.compression,
+            "created": self.created,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> DatasetSpec:
+        value = json.loads(text)
+        if value.get("format", 0) > SPEC_FORMAT_VERSION:
+            raise SpecError(f"dataset spec format {value['format']} is newer than this build reads")
+        return cls(value["name"], schema_from_json(value["schema"]),
+                   tuple(parse_transform(t) for t in value["partition_by"]),
+                   tuple(value["sort_by"]), int(value["segment_rows"]), value["compression"],
+                   float(value.get("created", 0.0)))
+
+    def partition_key(self, values: tuple[Any, ...]) -> str:
+        """The text key of a partition, e.g. ``MonthYear=198012`` (empty when unpartitioned)."""
+        parts = []
+        for t, v in zip(self.partition_by, values, strict=True):
+            parts.append(f"{t.field_name}={'__null__' if v is None else quote(str(v), safe='')}")
+        return "/".join(parts)

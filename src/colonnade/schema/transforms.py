@@ -1,0 +1,244 @@
+"""Partition transforms: each maps a source column to partition values and projects predicates.
+
+A transform's ``apply`` turns a column into partition values; its ``project`` turns a predicate
+on the source column (``op`` and literal values) into a predicate on the partition value that is
+true whenever the original could be — the rule that makes partition pruning safe. ``None`` means
+"can't project": the partition is kept. Monotonic transforms (identity, truncate, month, day)
+project ranges; bucket projects only equality and IN.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colonnade.errors import SpecError
+
+Predicate = tuple[str, tuple[Any, ...]]  # (op, values); op in = in < <= > >=
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+class Transform(ABC):
+    name: str
+    source: str
+
+    @property
+    def field_name(self) -> str:
+        return str(self)
+
+    @abstractmethod
+    def apply(self, array: pa.Array) -> pa.Array:
+        """Partition values for every row (nulls stay null)."""
+
+    def apply_value(self, value: Any, type_: pa.DataType) -> Any:
+        out = self.apply(pa.array([value], type=type_))
+        return out[0].as_py()
+
+    @abstractmethod
+    def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        """A predicate on the partition value implied by ``source op values``, or None."""
+
+    def check_type(self, type_: pa.DataType) -> None:  # noqa: B027 - optional
+        """Raise SpecError if the transform can't apply to this column type."""
+
+
+class _Monotonic(Transform):
+    """Transforms where a ≤ b implies t(a) ≤ t(b): ranges project to ranges."""
+
+    def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        try:
+            mapped = tuple(self.apply_value(v, type_) for v in values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
+            return None
+        if any(v is None for v in mapped):
+            return None
+        if op in ("=", "in"):
+            return (op, mapped)
+        if op in ("<", "<="):
+            return ("<=", mapped)
+        if op in (">", ">="):
+            return (">=", mapped)
+        return None
+
+
+class Identity(_Monotonic):
+    name = "identity"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    @property
+    def field_name(self) -> str:
+        return self.source
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        if pa.types.is_dictionary(array.type):
+            return array.dictionary_decode()
+        return array
+
+    def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        return (op, values)
+
+    def __str__(self) -> str:
+        return f"identity({self.source})"
+
+
+class Truncate(_Monotonic):
+    name = "truncate"
+
+    def __init__(self, width: int, source: str) -> None:
+        if width < 1:
+            raise SpecError("truncate width must be ≥ 1")
+        self.width = width
+        self.source = source
+
+    def check_type(self, type_: pa.DataType) -> None:
+        if not (pa.types.is_integer(type_) or pa.types.is_string(type_) or pa.types.is_large_string(type_)):
+            raise SpecError(f"truncate({self.width}, {self.source}) needs an integer or string column, not {type_}")
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if pa.types.is_integer(array.type):
+            values = array.fill_null(0).to_numpy(zero_copy_only=False)
+            floored = pa.array((values // self.width) * self.width, type=array.type)
+            return pc.if_else(array.is_valid(), floored, pa.scalar(None, array.type))
+        return pc.utf8_slice_codeunits(array, 0, self.width)
+
+    def __str__(self) -> str:
+        return f"truncate({self.width}, {self.source})"
+
+
+def _to_dates(array: pa.Array) -> pa.Array:
+    if pa.types.is_date32(array.type):
+        return array
+    if pa.types.is_timestamp(array.type) or pa.types.is_date64(array.type):
+        return array.cast(pa.date32())
+    raise SpecError(f"needs a date or timestamp column, not {array.type}")
+
+
+class Month(_Monotonic):
+    """Months since 1970-01 (as Iceberg's month transform)."""
+
+    name = "month"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def check_type(self, type_: pa.DataType) -> None:
+        if not (pa.types.is_date(type_) or pa.types.is_timestamp(type_)):
+            raise SpecError(f"month({self.source}) needs a date or timestamp column, not {type_}")
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        d = _to_dates(array)
+        return pc.add(pc.multiply(pc.subtract(pc.year(d), 1970), 12), pc.subtract(pc.month(d), 1)).cast(pa.int32())
+
+    def __str__(self) -> str:
+        return f"month({self.source})"
+
+
+class Day(_Monotonic):
+    """Days since 1970-01-01."""
+
+    name = "day"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def check_type(self, type_: pa.DataType) -> None:
+        Month.check_type(self, type_)  # type: ignore[arg-type]
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        return _to_dates(array).cast(pa.int32())
+
+    def __str__(self) -> str:
+        return f"day({self.source})"
+
+
+class Bucket(Transform):
+    """A stable hash of the value modulo n (pandas' SipHash with its fixed key)."""
+
+    name = "bucket"
+
+    def __init__(self, n: int, source: str) -> None:
+        if n < 1:
+            raise SpecError("bucket count must be ≥ 1")
+        self.n = n
+        self.source = source
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        valid = array.is_valid()
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or pa.types.is_binary(array.type):
+            values = np.asarray(array.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+        else:
+            values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        hashed = pd.util.hash_array(values, categorize=False) % np.uint64(self.n)
+        return pc.if_else(valid, pa.array(hashed.astype(np.int32)), pa.scalar(None, pa.int32()))
+
+    def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        if op not in ("=", "in"):
+            return None
+        try:
+            return (op, tuple(self.apply_value(v, type_) for v in values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return None
+
+    def __str__(self) -> str:
+        return f"bucket({self.n}, {self.source})"
+
+
+_CALL = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$")
+
+
+def parse_transform(text: str) -> Transform:
+    """Parse ``col``, ``identity(col)``, ``bucket(n, col)``, ``truncate(w, col)``, ``month(col)``, ``day(col)``."""
+    m = _CALL.match(text)
+    if not m:
+        name = text.strip()
+        if not name:
+            raise SpecError("empty partition expression")
+        return Identity(name)
+    fn, args = m.group(1).lower(), [a.strip() for a in m.group(2).split(",")]
+    try:
+        if fn == "identity" and len(args) == 1:
+            return Identity(args[0])
+        if fn in ("month", "day") and len(args) == 1:
+            return Month(args[0]) if fn == "month" else Day(args[0])
+        if fn in ("bucket", "truncate") and len(args) == 2:
+            n = int(args[0])
+            return Bucket(n, args[1]) if fn == "bucket" else Truncate(n, args[1])
+    except ValueError:
+        pass
+    raise SpecError(f"cannot parse partition transform {text.strip()!r}: use col, identity(col), "
+                    "bucket(n, col), truncate(w, col), month(col) or day(col)")
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split a comma-separated list of transforms, ignoring commas inside parentheses."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_partition_spec(text: str | None) -> list[Transform]:
+    return [parse_transform(p) for p in split_top_level(text)] if text else []

@@ -1,0 +1,125 @@
+"""The storage protocol: what every store (embedded SQLite, Apache Cassandra) must provide.
+
+A store holds four kinds of records per dataset: the dataset's spec, chunk bytes, segment-index
+rows and commit records. The table layer builds the commit protocol on top of the guarantees
+below; a store that can't keep one of them is not a store.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """Address of one chunk: one column of one segment of one partition.
+
+    ``bucket`` groups segments of a partition so that one column of many segments can be read
+    with one request while keeping each Cassandra partition bounded.
+    """
+
+    partition: str
+    column: str
+    segment: str
+    bucket: int = 0
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    """One segment-index row: written before the commit that names the segment."""
+
+    partition: str
+    segment: str
+    commit: str
+    rows: int
+    bucket: int
+    stats: bytes  # JSON, decoded by the table layer
+
+
+class ChunkStore(ABC):
+    """Abstract store of chunks, segment-index rows and commit records.
+
+    Guarantees every implementation must keep:
+
+    1. **Durable writes.** When ``put_chunks``/``put_segments``/``commit`` return, what they
+       wrote survives a crash of the writing process (and, for SQLite, of the machine once
+       ``commit`` has returned).
+    2. **Atomic, exclusive commits.** ``commit(dataset, version, ...)`` either makes the whole
+       record visible or nothing, and succeeds for exactly one caller per ``(dataset, version)``;
+       every other caller gets :class:`~colonnade.errors.CommitConflictError` and nothing of
+       theirs is written. A caller that gets any other error must not assume either outcome:
+       it reads the commit log back (``list_commits``) to learn what happened.
+    3. **Consistent listing.** After ``commit`` returns, ``list_commits`` from any client returns
+       that version (for Cassandra: at the configured read/write consistency, which must
+       overlap). Commits are listed in version order.
+    4. **Read your chunks.** A chunk or segment row written before a commit that names it is
+       readable by every reader that can see the commit.
+    5. **Create exactly once.** ``create_dataset`` succeeds for one caller per name.
+    6. **Nothing partial is visible.** Chunks and segment rows not named by a commit are never
+       returned as data by the table layer; they are found and removed by ``vacuum``.
+
+    Stores are safe to use from several threads at once.
+    """
+
+    uri: str
+
+    # datasets
+    @abstractmethod
+    def create_dataset(self, name: str, spec: str) -> None:
+        """Record a new dataset; raise DatasetExistsError if the name is taken."""
+
+    @abstractmethod
+    def get_dataset(self, name: str) -> str:
+        """The spec JSON of a dataset; raise DatasetNotFoundError if absent."""
+
+    @abstractmethod
+    def update_dataset(self, name: str, spec: str) -> None:
+        """Replace a dataset's spec (schema evolution); the dataset must exist."""
+
+    @abstractmethod
+    def list_datasets(self) -> list[str]:
+        """Names of all datasets, sorted."""
+
+    @abstractmethod
+    def drop_dataset(self, name: str) -> None:
+        """Delete a dataset and everything stored for it; raise DatasetNotFoundError if absent."""
+
+    # data
+    @abstractmethod
+    def put_chunks(self, dataset: str, chunks: Sequence[tuple[ChunkRef, bytes]]) -> None:
+        """Write chunks (durably, see guarantee 1). Existing keys are overwritten."""
+
+    @abstractmethod
+    def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
+        """Yield the bytes of each requested chunk, in any order. A missing chunk is yielded
+        with empty bytes so the caller can name it in its error."""
+
+    @abstractmethod
+    def put_segments(self, dataset: str, segments: Sequence[SegmentRow]) -> None:
+        """Write segment-index rows (durably)."""
+
+    @abstractmethod
+    def get_segments(self, dataset: str, partitions: Collection[str] | None = None) -> list[SegmentRow]:
+        """Segment-index rows of the given partitions (all when None), committed or not."""
+
+    @abstractmethod
+    def delete_segments(self, dataset: str, segments: Sequence[SegmentRow], columns: Sequence[str]) -> None:
+        """Remove segment rows and their chunks of the given columns (used by vacuum)."""
+
+    # commit log
+    @abstractmethod
+    def commit(self, dataset: str, version: int, payload: bytes) -> None:
+        """Atomically write commit ``version``; CommitConflictError if the version is taken."""
+
+    @abstractmethod
+    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
+        """Commit records with version > ``after``, in version order."""
+
+    def stored_bytes(self, dataset: str) -> dict[str, int] | None:
+        """Bytes on disk per column as the store reports them, when it can (else None)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

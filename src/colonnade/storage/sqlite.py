@@ -1,0 +1,220 @@
+"""The embedded store: one SQLite file in WAL mode.
+
+Chunks and segment rows are written in ordinary transactions; a commit record is written in a
+``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``, which in WAL mode also makes every
+earlier frame (the chunks it names) durable first. Each thread gets its own connection, so
+DuckDB's scan threads and the ingest pipeline never share one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+
+from colonnade.errors import CommitConflictError, DatasetExistsError, DatasetNotFoundError, StoreError
+from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS datasets (
+    name TEXT PRIMARY KEY, spec TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS commits (
+    dataset TEXT NOT NULL, version INTEGER NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (dataset, version)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS segments (
+    dataset TEXT NOT NULL, partition TEXT NOT NULL, segment TEXT NOT NULL, commit_id TEXT NOT NULL,
+    rows INTEGER NOT NULL, bucket INTEGER NOT NULL, stats BLOB NOT NULL,
+    PRIMARY KEY (dataset, partition, segment)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+    dataset TEXT NOT NULL, segment TEXT NOT NULL, column_name TEXT NOT NULL, data BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks (dataset, segment, column_name);
+"""
+
+#: SQLite limits the number of host parameters per statement; stay well below it.
+_IN_BATCH = 500
+
+
+class SQLiteStore(ChunkStore):
+    """A ChunkStore in one SQLite file (see the module docstring for how guarantees are kept)."""
+
+    def __init__(self, path: str | Path, uri: str | None = None, busy_timeout_s: float = 60.0) -> None:
+        self.path = Path(path).expanduser()
+        self.uri = uri or f"sqlite:///{self.path}"
+        self._busy_ms = int(busy_timeout_s * 1000)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        if self.path.parent and not self.path.parent.exists():
+            raise StoreError(f"{self.uri}: directory {self.path.parent} does not exist")
+        conn = self._conn()
+        try:
+            conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: not a usable SQLite store: {exc}") from exc
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000, isolation_level=None,
+                                       check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA cache_size=-65536")
+                conn.execute("PRAGMA mmap_size=1073741824")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.uri}: cannot open: {exc}") from exc
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _write(self, sql: str, rows: Sequence[tuple[object, ...]] | None = None,
+               immediate: bool = False) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            try:
+                if rows is None:
+                    conn.execute(sql)
+                else:
+                    conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: write failed: {exc}") from exc
+
+    # datasets
+    def create_dataset(self, name: str, spec: str) -> None:
+        try:
+            self._write("INSERT INTO datasets (name, spec, created) VALUES (?, ?, ?)",
+                        [(name, spec, time.time())], immediate=True)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise DatasetExistsError(name) from None
+            raise
+
+    def get_dataset(self, name: str) -> str:
+        row = self._conn().execute("SELECT spec FROM datasets WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise DatasetNotFoundError(name)
+        return str(row[0])
+
+    def update_dataset(self, name: str, spec: str) -> None:
+        self.get_dataset(name)
+        self._write("UPDATE datasets SET spec = ? WHERE name = ?", [(spec, name)], immediate=True)
+
+    def list_datasets(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT name FROM datasets ORDER BY name")]
+
+    def drop_dataset(self, name: str) -> None:
+        self.get_dataset(name)
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for table in ("chunks", "segments", "commits"):
+                conn.execute(f"DELETE FROM {table} WHERE dataset = ?", (name,))
+            conn.execute("DELETE FROM datasets WHERE name = ?", (name,))
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"{self.uri}: drop failed: {exc}") from exc
+
+    # data
+    def put_chunks(self, dataset: str, chunks: Sequence[tuple[ChunkRef, bytes]]) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO chunks (dataset, segment, column_name, data) VALUES (?, ?, ?, ?)",
+            [(dataset, ref.segment, ref.column, data) for ref, data in chunks],
+        )
+
+    def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
+        conn = self._conn()
+        for ref in refs:
+            row = conn.execute(
+                "SELECT data FROM chunks WHERE dataset = ? AND segment = ? AND column_name = ?",
+                (dataset, ref.segment, ref.column),
+            ).fetchone()
+            yield ref, (row[0] if row is not None else b"")
+
+    def put_segments(self, dataset: str, segments: Sequence[SegmentRow]) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO segments (dataset, partition, segment, commit_id, rows, bucket, stats)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(dataset, s.partition, s.segment, s.commit, s.rows, s.bucket, s.stats) for s in segments],
+        )
+
+    def get_segments(self, dataset: str, partitions: Collection[str] | None = None) -> list[SegmentRow]:
+        conn = self._conn()
+        sql = "SELECT partition, segment, commit_id, rows, bucket, stats FROM segments WHERE dataset = ?"
+        if partitions is None:
+            rows = conn.execute(sql, (dataset,)).fetchall()
+        else:
+            parts = list(partitions)
+            rows = []
+            for i in range(0, len(parts), _IN_BATCH):
+                batch = parts[i:i + _IN_BATCH]
+                marks = ",".join("?" * len(batch))
+                rows += conn.execute(sql + f" AND partition IN ({marks})", (dataset, *batch)).fetchall()
+        return [SegmentRow(r[0], r[1], r[2], r[3], r[4], bytes(r[5])) for r in rows]
+
+    def delete_segments(self, dataset: str, segments: Sequence[SegmentRow], columns: Sequence[str]) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for s in segments:
+                conn.execute("DELETE FROM chunks WHERE dataset = ? AND segment = ?", (dataset, s.segment))
+                conn.execute("DELETE FROM segments WHERE dataset = ? AND partition = ? AND segment = ?",
+                             (dataset, s.partition, s.segment))
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"{self.uri}: delete failed: {exc}") from exc
+
+    # commit log
+    def commit(self, dataset: str, version: int, payload: bytes) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT INTO commits (dataset, version, payload) VALUES (?, ?, ?)",
+                             (dataset, version, payload))
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                raise CommitConflictError(dataset, version) from None
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"{self.uri}: commit failed: {exc}") from exc
+        finally:
+            conn.execute("PRAGMA synchronous=NORMAL")
+
+    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
+        rows = self._conn().execute(
+            "SELECT version, payload FROM commits WHERE dataset = ? AND version > ? ORDER BY version",
+            (dataset, after),
+        ).fetchall()
+        return [(int(v), bytes(p)) for v, p in rows]
+
+    def stored_bytes(self, dataset: str) -> dict[str, int] | None:
+        rows = self._conn().execute(
+            "SELECT column_name, SUM(length(data)) FROM chunks WHERE dataset = ? GROUP BY column_name",
+            (dataset,),
+        ).fetchall()
+        return {str(c): int(n) for c, n in rows}
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()

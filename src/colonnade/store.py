@@ -1,0 +1,186 @@
+"""Store: the entry point of the Python API — datasets of one store, and SQL over them."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from colonnade.config import default_store_uri, parse_store_uri
+from colonnade.errors import DatasetNotFoundError, QueryError, SchemaError
+from colonnade.query.adapter import ColonnadeArrowDataset
+from colonnade.schema.spec import DatasetSpec
+from colonnade.storage import open_store
+from colonnade.storage.base import ChunkStore
+from colonnade.table.dataset import Dataset
+
+
+@dataclass
+class Explain:
+    """What a query read: per dataset scan metrics, DuckDB's plan, and the answer's size."""
+
+    query: str
+    plan: str
+    scans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rows: int = 0
+    seconds: float = 0.0
+
+    def totals(self) -> dict[str, int]:
+        keys = ("segments_total", "segments_scanned", "partitions_total", "partitions_scanned",
+                "chunks_read", "bytes_read", "rows_scanned")
+        out = dict.fromkeys(keys, 0)
+        for scans in self.scans.values():
+            for m in scans:
+                for k in keys:
+                    out[k] += int(m[k])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, **self.totals(), "rows": self.rows, "seconds": self.seconds,
+                "scans": self.scans, "plan": self.plan}
+
+
+class Store:
+    """A Colonnade store: ``colonnade.connect(uri)`` returns one."""
+
+    def __init__(self, chunk_store: ChunkStore) -> None:
+        self.chunk_store = chunk_store
+
+    @property
+    def uri(self) -> str:
+        return self.chunk_store.uri
+
+    def __repr__(self) -> str:
+        return f"Store({self.uri})"
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.chunk_store.close()
+
+    # -- datasets
+    def create_dataset(self, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
+                       sort_by: str | list[str] | None = None, segment_rows: int | None = None,
+                       compression: str | None = None) -> Dataset:
+        _check_name(name)
+        spec = DatasetSpec.create(name, schema, partition_by, sort_by, segment_rows=segment_rows,
+                                  compression=compression, created=time.time())
+        self.chunk_store.create_dataset(name, spec.to_json())
+        return Dataset(self.chunk_store, spec)
+
+    def dataset(self, name: str) -> Dataset:
+        return Dataset(self.chunk_store, DatasetSpec.from_json(self.chunk_store.get_dataset(name)))
+
+    def datasets(self) -> list[str]:
+        return self.chunk_store.list_datasets()
+
+    def __contains__(self, name: str) -> bool:
+        try:
+            self.chunk_store.get_dataset(name)
+            return True
+        except DatasetNotFoundError:
+            return False
+
+    def drop_dataset(self, name: str) -> None:
+        self.chunk_store.drop_dataset(name)
+
+    # -- SQL
+    def arrow_dataset(self, name: str, version: int | None = None) -> ColonnadeArrowDataset:
+        ds = self.dataset(name)
+        return ColonnadeArrowDataset(ds, ds.snapshot(version))
+
+    def duckdb(self, versions: dict[str, int] | None = None,
+               connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with every dataset registered under its name (pinned snapshots)."""
+        con = connection or duckdb.connect()
+        for name in self.datasets():
+            con.register(name, self.arrow_dataset(name, (versions or {}).get(name)))
+        return con
+
+    @contextmanager
+    def _connection(self, versions: dict[str, int] | None) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
+        con = duckdb.connect()
+        registered = {}
+        try:
+            for name in self.datasets():
+                adapter = self.arrow_dataset(name, (versions or {}).get(name))
+                con.register(name, adapter)
+                registered[name] = adapter
+            yield con, registered
+        finally:
+            con.close()
+
+    def sql(self, query: str, version: int | None = None, versions: dict[str, int] | None = None) -> pa.Table:
+        """Run a query through DuckDB; the answer as an Arrow table.
+
+        ``version`` pins every dataset at that version (``versions`` per dataset)."""
+        pins = _pins(self, version, versions)
+        with self._connection(pins) as (con, _):
+            try:
+                return con.sql(query).to_arrow_table() if _returns_rows(con, query) else _execute(con, query)
+            except duckdb.Error as exc:
+                raise QueryError(_one_line(exc)) from None
+
+    def explain(self, query: str, version: int | None = None) -> Explain:
+        """Run a query and report what each dataset scan pruned and read."""
+        pins = _pins(self, version, None)
+        with self._connection(pins) as (con, registered):
+            try:
+                plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())
+                start = time.perf_counter()
+                table = con.sql(query).to_arrow_table()
+                seconds = time.perf_counter() - start
+            except duckdb.Error as exc:
+                raise QueryError(_one_line(exc)) from None
+            scans = {name: [m.to_dict() for m in a.scans] for name, a in registered.items() if a.scans}
+            return Explain(query, plan, scans, table.num_rows, seconds)
+
+
+def _pins(store: Store, version: int | None, versions: dict[str, int] | None) -> dict[str, int] | None:
+    if version is None:
+        return versions
+    pins = dict(versions or {})
+    for name in store.datasets():
+        pins.setdefault(name, version)
+    return pins
+
+
+def _returns_rows(con: duckdb.DuckDBPyConnection, query: str) -> bool:
+    return True
+
+
+def _execute(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table:
+    con.execute(query)
+    return pa.table({})
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in text if line.strip())[:500]
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise SchemaError(f"invalid dataset name {name!r}: use letters, digits and _, starting with a letter")
+
+
+def connect(uri: str | None = None) -> Store:
+    """Open a store: ``sqlite:///path.db`` or a path (default ``$COLONNADE_STORE`` or
+    ``./colonnade.db``), or ``cassandra://host[,host][:port]/keyspace?options``."""
+    return Store(open_store(str(parse_store_uri(uri).display) if uri is None else uri))
+
+
+__all__ = ["Explain", "Store", "connect", "default_store_uri"]

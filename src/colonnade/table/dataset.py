@@ -1,0 +1,370 @@
+"""Dataset: the commit protocol, snapshots, appends, scans, verify and vacuum of one dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colonnade.config import WriteSettings
+from colonnade.encoding.chunk import ChunkFormatError, decode_chunk
+from colonnade.errors import CommitConflictError, CorruptChunkError, SchemaError, StoreError
+from colonnade.schema.spec import DatasetSpec
+from colonnade.schema.types import logical_schema, schema_to_json, type_name
+from colonnade.storage.base import ChunkRef, ChunkStore
+from colonnade.table.commits import Commit, SegmentEntry, Snapshot
+from colonnade.table.scan import Scan
+from colonnade.table.writer import SegmentWriter, segment_stats_from_json, segment_written_at
+
+#: How many times a commit retries on the next version after losing one to another writer.
+MAX_COMMIT_ATTEMPTS = 1000
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    version: int | None  # None when nothing was committed (duplicate source, no rows)
+    rows: int
+    segments: int
+    bytes: int
+    skipped: bool = False
+    reason: str = ""
+
+
+def schema_diff(expected: pa.Schema, got: pa.Schema) -> str:
+    """A readable diff of two schemas, one line per difference."""
+    lines = []
+    exp = {f.name: f.type for f in expected}
+    new = {f.name: f.type for f in logical_schema(got)}
+    for name, t in exp.items():
+        if name not in new:
+            lines.append(f"  - {name}: {type_name(t)} (missing from the data)")
+        elif new[name] != t:
+            lines.append(f"  ~ {name}: {type_name(t)} in the dataset, {type_name(new[name])} in the data")
+    for name, t in new.items():
+        if name not in exp:
+            lines.append(f"  + {name}: {type_name(t)} (not in the dataset)")
+    return "\n".join(lines)
+
+
+class Dataset:
+    def __init__(self, store: ChunkStore, spec: DatasetSpec) -> None:
+        self.store = store
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.spec.schema
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, store={self.store.uri})"
+
+    # -- the commit log
+    def history(self, after: int = 0) -> list[Commit]:
+        return [Commit.from_payload(self.name, v, p) for v, p in self.store.list_commits(self.name, after)]
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        commits = self.history()
+        if version is not None:
+            if version < 0 or (commits and version > commits[-1].version) or (not commits and version > 0):
+                latest = commits[-1].version if commits else 0
+                raise SchemaError(f"dataset {self.name!r} has no version {version} (latest is {latest})")
+        return Snapshot.replay(self.name, commits, version)
+
+    @property
+    def version(self) -> int:
+        return self.snapshot().version
+
+    def schema_at(self, snapshot: Snapshot) -> pa.Schema:
+        return self.spec.schema
+
+    def find_source(self, source: str) -> Commit | None:
+        for c in self.history():
+            if c.source == source:
+                return c
+        return None
+
+    def commit(self, commit: Commit) -> int:
+        """Write a commit record on the next free version; returns the version it took.
+
+        On a version conflict the log is re-read and the next version tried; chunks are never
+        rewritten. A commit carrying a source identity stops if that source was committed by
+        someone else meanwhile (returns -1). Any other store error is resolved by reading the log
+        back: if our commit id is there, it took effect.
+        """
+        latest = self.history()
+        version = latest[-1].version if latest else 0
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            version += 1
+            record = Commit(version, commit.id, commit.kind, commit.source, time.time(), commit.added,
+                            commit.removed, commit.schema, commit.info)
+            try:
+                self.store.commit(self.name, version, record.to_payload())
+                return version
+            except CommitConflictError:
+                newer = self.history(after=version - 1)
+                for c in newer:
+                    if c.id == commit.id:
+                        return c.version
+                    if commit.source is not None and c.source == commit.source:
+                        return -1
+                    if set(commit.removed) & set(c.removed):
+                        # an overwrite or compaction lost to one that removed the same segments
+                        raise CommitConflictError(self.name, c.version) from None
+                if newer:
+                    version = newer[-1].version
+                continue
+            except StoreError:
+                # outcome unknown (e.g. a timeout): the log says whether it happened
+                for c in self.history(after=version - 1):
+                    if c.id == commit.id:
+                        return c.version
+                raise
+        raise CommitConflictError(self.name, version)
+
+    # -- writing
+    def conform(self, batch: pa.RecordBatch, schema: pa.Schema | None = None) -> pa.RecordBatch:
+        """Reorder and safely cast a batch to the dataset schema, or raise SchemaError with a diff."""
+        schema = schema or self.spec.schema
+        names = batch.schema.names
+        if set(names) != set(schema.names):
+            missing_only = set(names) < set(schema.names)
+            if not missing_only:
+                raise SchemaError(f"schema of the data differs from dataset {self.name!r}:\n"
+                                  + schema_diff(schema, batch.schema))
+        arrays = []
+        for f in schema:
+            if f.name not in names:
+                arrays.append(pa.nulls(batch.num_rows, f.type))
+                continue
+            col = batch.column(f.name)
+            if pa.types.is_dictionary(col.type) and not pa.types.is_dictionary(f.type):
+                col = col.dictionary_decode()
+            if col.type != f.type:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaError(
+                        f"column {f.name!r}: cannot store {type_name(col.type)} values in a "
+                        f"{type_name(f.type)} column of dataset {self.name!r} ({exc})") from None
+            arrays.append(col)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def merge_schema(self, data_schema: pa.Schema) -> None:
+        """Add the data's new columns (nullable) to the dataset; existing types must match."""
+        current = self.spec.schema
+        fields = list(current)
+        for f in logical_schema(data_schema):
+            if f.name in current.names:
+                if current.field(f.name).type != f.type:
+                    try:
+                        pa.array([], f.type).cast(current.field(f.name).type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        raise SchemaError(f"column {f.name!r} changes type: "
+                                          + schema_diff(current, data_schema)) from None
+                continue
+            fields.append(pa.field(f.name, f.type, nullable=True))
+        if len(fields) != len(current):
+            latest = DatasetSpec.from_json(self.store.get_dataset(self.name))
+            merged = pa.schema(list(latest.schema) + [f for f in fields if f.name not in latest.schema.names])
+            self.spec = latest.with_schema(merged)
+            self.store.update_dataset(self.name, self.spec.to_json())
+
+    def append(self, data: Any, source: str | None = None, force: bool = False,
+               schema_mode: str = "strict", settings: WriteSettings | None = None,
+               on_batch: Callable[[pa.RecordBatch], None] | None = None, kind: str = "append",
+               info: dict[str, Any] | None = None) -> AppendResult:
+        """Append a table, batch, reader, iterable of batches, or a file path.
+
+        ``source`` is the identity of the input: if a commit with it exists, nothing is appended
+        (unless ``force``). Nothing is visible until the final commit record is written.
+        """
+        if isinstance(data, str | Path):
+            from colonnade.ingest.pipeline import ingest_files
+
+            return ingest_files(self, [Path(data)], force=force, schema_mode=schema_mode)
+        if source is not None and not force and self.find_source(source) is not None:
+            return AppendResult(None, 0, 0, 0, skipped=True, reason=f"source {source} was already ingested")
+        batches = _as_batches(data)
+        first = next(batches, None)
+        if first is None:
+            return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
+        if schema_mode == "merge":
+            self.merge_schema(first.schema)
+        elif schema_mode != "strict":
+            raise SchemaError(f"schema mode must be strict or merge, not {schema_mode!r}")
+        commit = Commit.new(kind, source=source, info=info)
+        writer = SegmentWriter(self.store, self.spec, commit.id, settings)
+        try:
+            for batch in _chain(first, batches):
+                conformed = self.conform(batch)
+                writer.write(conformed)
+                if on_batch is not None:
+                    on_batch(batch)
+            entries = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        return self._commit_entries(commit, entries, writer.bytes_written)
+
+    def _commit_entries(self, commit: Commit, entries: list[SegmentEntry], nbytes: int,
+                        removed: Iterable[str] = ()) -> AppendResult:
+        rows = sum(e.rows for e in entries)
+        if not entries and not removed:
+            return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
+        record = Commit(0, commit.id, commit.kind, commit.source, commit.at, tuple(entries),
+                        tuple(removed), schema_to_json(self.spec.schema) if commit.kind == "schema" else None,
+                        commit.info)
+        version = self.commit(record)
+        if version < 0:
+            return AppendResult(None, 0, 0, 0, skipped=True,
+                                reason=f"source {commit.source} was ingested concurrently by another writer")
+        return AppendResult(version, rows, len(entries), nbytes)
+
+    def overwrite(self, data: Any, source: str | None = None) -> AppendResult:
+        """Replace every row with ``data`` in one commit."""
+        current = self.snapshot()
+        commit = Commit.new("overwrite", source=source)
+        writer = SegmentWriter(self.store, self.spec, commit.id)
+        try:
+            for batch in _as_batches(data):
+                writer.write(self.conform(batch))
+            entries = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        return self._commit_entries(commit, entries, writer.bytes_written,
+                                    removed=[s.segment for s in current.segments])
+
+    # -- reading
+    def scan(self, columns: Iterable[str] | None = None, filter: pc.Expression | None = None,
+             version: int | None = None) -> Scan:
+        return Scan(self, tuple(columns) if columns is not None else None, filter, version)
+
+    def to_arrow(self, **kwargs: Any) -> pa.Table:
+        return self.scan(**kwargs).to_arrow()
+
+    # -- maintenance
+    def verify(self, version: int | None = None) -> tuple[int, list[CorruptChunkError]]:
+        """Check every chunk of every live segment; returns (chunks checked, problems)."""
+        snapshot = self.snapshot(version)
+        problems: list[CorruptChunkError] = []
+        checked = 0
+        partitions = sorted({s.partition for s in snapshot.segments})
+        rows = {r.segment: r for r in self.store.get_segments(self.name, partitions)} if partitions else {}
+        for seg in snapshot.segments:
+            row = rows.get(seg.segment)
+            if row is None:
+                problems.append(CorruptChunkError(self.name, "*", seg.segment, "segment index row is missing"))
+                continue
+            stats = segment_stats_from_json(row.stats)
+            refs = [ChunkRef(seg.partition, c, seg.segment, seg.bucket) for c in stats]
+            seen = set()
+            for ref, data in self.store.get_chunks(self.name, refs):
+                seen.add(ref.column)
+                checked += 1
+                try:
+                    if not data:
+                        raise ChunkFormatError("chunk is missing from the store")
+                    array = decode_chunk(data)
+                    if len(array) != stats[ref.column].rows:
+                        raise ChunkFormatError(f"{len(array)} rows, the index says {stats[ref.column].rows}")
+                except ChunkFormatError as exc:
+                    problems.append(CorruptChunkError(self.name, ref.column, ref.segment, str(exc)))
+            for c in stats:
+                if c not in seen:
+                    problems.append(CorruptChunkError(self.name, c, seg.segment, "chunk is missing from the store"))
+        return checked, problems
+
+    def vacuum(self, grace_seconds: float = 3600.0, dry_run: bool = False) -> int:
+        """Remove segments (and their chunks) that no commit names and that are older than the
+        grace period (which protects a concurrent writer's not yet committed segments)."""
+        rows = self.store.get_segments(self.name)  # list first, then read the log
+        named: set[str] = set()
+        for c in self.history():
+            named.update(s.segment for s in c.added)
+        now = time.time()
+        orphans = [r for r in rows if r.segment not in named and now - segment_written_at(r.stats) >= grace_seconds]
+        if orphans and not dry_run:
+            self.store.delete_segments(self.name, orphans, self.spec.schema.names)
+        return len(orphans)
+
+    def describe(self) -> dict[str, Any]:
+        snapshot = self.snapshot()
+        partitions = sorted({s.partition for s in snapshot.segments})
+        rows_by_id = {r.segment: r for r in self.store.get_segments(self.name, partitions)} if partitions else {}
+        col_bytes: dict[str, int] = dict.fromkeys(self.schema.names, 0)
+        part_bytes: dict[str, int] = {}
+        for seg in snapshot.segments:
+            row = rows_by_id.get(seg.segment)
+            if row is None:
+                continue
+            for c, st in segment_stats_from_json(row.stats).items():
+                col_bytes[c] = col_bytes.get(c, 0) + st.nbytes
+                part_bytes[seg.partition] = part_bytes.get(seg.partition, 0) + st.nbytes
+        return {
+            "name": self.name,
+            "store": self.store.uri,
+            "rows": snapshot.rows,
+            "segments": len(snapshot.segments),
+            "partitions": len(partitions),
+            "bytes": sum(col_bytes.values()),
+            "version": snapshot.version,
+            "partition_by": [str(t) for t in self.spec.partition_by],
+            "sort_by": list(self.spec.sort_by),
+            "segment_rows": self.spec.segment_rows,
+            "columns": [{"name": f.name, "type": type_name(f.type), "bytes": col_bytes.get(f.name, 0)}
+                        for f in self.schema],
+            "partition_bytes": part_bytes,
+            "versions": [{"version": c.version, "kind": c.kind, "at": c.at, "rows_added": c.rows_added,
+                          "segments_added": len(c.added), "segments_removed": len(c.removed),
+                          "source": c.source} for c in snapshot.commits],
+        }
+
+
+def _as_batches(data: Any) -> Iterator[pa.RecordBatch]:
+    if isinstance(data, pa.Table):
+        yield from data.to_batches()
+    elif isinstance(data, pa.RecordBatch):
+        yield data
+    elif isinstance(data, pa.RecordBatchReader):
+        yield from data
+    elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
+        yield from pa.RecordBatchReader.from_stream(data)
+    elif type(data).__name__ == "DataFrame":
+        yield from pa.Table.from_pandas(data, preserve_index=False).to_batches()
+    elif isinstance(data, Iterable):
+        for item in data:
+            if isinstance(item, pa.RecordBatch):
+                yield item
+            elif isinstance(item, pa.Table):
+                yield from item.to_batches()
+            else:
+                raise SchemaError(f"cannot append {type(item).__name__}: expected Arrow record batches")
+    else:
+        raise SchemaError(f"cannot append {type(data).__name__}: pass an Arrow table, batches, a reader or a path")
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def file_identity(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
+    """Source identity of a file: resolved path, size and SHA-256 of its content."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+            size += len(block)
+    return f"file:{path.resolve()}:{size}:sha256:{h.hexdigest()}"
