@@ -58,6 +58,17 @@ def segment_stats_from_json(data: bytes) -> dict[str, ChunkStats]:
     return {c: ChunkStats.from_json(v) for c, v in json.loads(data)["columns"].items()}
 
 
+def _run_starts(key_table: pa.Table) -> list[int]:
+    """Row indices where the partition key differs from the previous row."""
+    n = key_table.num_rows
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for col in key_table.columns:
+        a, b = col.slice(1), col.slice(0, n - 1)
+        change[1:] |= pc.fill_null(pc.not_equal(a, b), True).to_numpy(zero_copy_only=False)
+    return list(np.flatnonzero(change).tolist())
+
+
 class SegmentWriter:
     """Turns record batches of a dataset's schema into stored (uncommitted) segments."""
 
@@ -113,21 +124,19 @@ class SegmentWriter:
         if all(pc.all(pc.equal(k, k[0])).as_py() and k.null_count == 0 for k in keys):
             return [(tuple(first), batch)]
         key_table = pa.table({f"k{i}": k for i, k in enumerate(keys)})
-        order = pc.sort_indices(key_table, sort_keys=[(f"k{i}", "ascending", "at_end") for i in range(len(keys))])
-        batch = batch.take(order)
-        key_table = key_table.take(order)
-        change = np.zeros(batch.num_rows, dtype=bool)
-        change[0] = True
-        for col in key_table.columns:
-            a, b = col.slice(1), col.slice(0, batch.num_rows - 1)
-            diff = pc.fill_null(pc.not_equal(a, b), True)
-            change[1:] |= diff.to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(change).tolist() + [batch.num_rows]
+        starts = _run_starts(key_table)
+        if len(starts) > max(64, batch.num_rows // 1000):
+            # fragmented input: group rows by sorting once, then cut runs
+            order = pc.sort_indices(key_table, sort_keys=[(f"k{i}", "ascending", "at_end") for i in range(len(keys))])
+            batch = batch.take(order)
+            key_table = key_table.take(order)
+            starts = _run_starts(key_table)
+        # input already grouped (the common case: data arrives in partition order): zero-copy slices
+        bounds = starts + [batch.num_rows]
         cols = key_table.columns
         runs = []
-        for s, e in zip(starts[:-1], starts[1:], strict=True):
-            values = tuple(c[s].as_py() for c in cols)
-            runs.append((values, batch.slice(s, e - s)))
+        for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+            runs.append((tuple(c[s].as_py() for c in cols), batch.slice(s, e - s)))
         return runs
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -158,7 +167,7 @@ class SegmentWriter:
         segment, rest = table.slice(0, rows), table.slice(rows)
         self._buffered_bytes -= buf.nbytes
         if rest.num_rows:
-            buf.batches = rest.combine_chunks().to_batches()
+            buf.batches = rest.to_batches()
             buf.rows = rest.num_rows
             buf.nbytes = rest.nbytes
             self._buffered_bytes += buf.nbytes

@@ -1,0 +1,54 @@
+# Colonnade — `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+RUN := $(UV) run --frozen
+CASSANDRA_DIR ?= $(HOME)/.cache/colonnade/cassandra
+PYTEST_ARGS ?=
+
+.PHONY: help setup demo test test-unit test-cluster lint bench bench-cassandra cassandra-start cassandra-stop clean
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+$(UV):
+	@$(PYTHON) -m pip install --quiet --user uv || $(PYTHON) -m pip install --quiet uv
+
+setup: $(UV) ## Install uv (if missing) and the locked dependencies into .venv
+	@$(UV) sync --frozen --quiet
+
+demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries
+	@$(RUN) colonnade demo
+
+test: setup ## Run every test: starts a local Cassandra node with `colonnade cassandra start` and stops it after
+	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
+	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 $(RUN) pytest -m "not cluster" $(PYTEST_ARGS) || status=$$?; \
+	  $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit $$status
+
+test-unit: setup ## Run the tests that need no Cassandra
+	@$(RUN) pytest -m "not cassandra and not cluster" $(PYTEST_ARGS)
+
+test-cluster: setup ## Run the 3-node cluster tests (starts and stops its own nodes)
+	@$(RUN) pytest -m cluster $(PYTEST_ARGS)
+
+lint: setup ## ruff and mypy
+	@$(RUN) ruff check src tests
+	@$(RUN) mypy src
+
+bench: setup ## GDELT benchmark on the embedded store against DuckDB over Parquet (ROWS=4037539)
+	@$(RUN) colonnade bench gdelt --rows $${ROWS:-4037539} --store sqlite:///bench-results/bench.db --out bench-results
+
+bench-cassandra: setup ## GDELT layout study on a local Cassandra node (ROWS=4037539)
+	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
+	@$(RUN) colonnade bench gdelt --rows $${ROWS:-4037539} --store cassandra://127.0.0.1/bench --out bench-results
+
+cassandra-start: setup ## Start a local Cassandra node
+	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
+
+cassandra-stop: setup ## Stop the local Cassandra node
+	@$(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR)
+
+clean: ## Remove build outputs and the local store
+	rm -rf .venv .pytest_cache .ruff_cache .mypy_cache colonnade.db colonnade.db-wal colonnade.db-shm

@@ -1,0 +1,315 @@
+"""``colonnade bench gdelt``: the GDELT layout study, measured in one run against references.
+
+On one generated GDELT-shaped file it measures, as the median of several repetitions:
+pyarrow's parse-only CSV rate; Colonnade's ingest rate; reading every column and one column
+(MonthYear) to Arrow; the study's queries Q1–Q3; bytes stored — for Colonnade on the given
+store and for the reference, DuckDB over a ZSTD Parquet file of the same rows. Every figure is
+also given as a ratio to the reference measured in the same process, so results from a noisy
+machine stay comparable. Answers of Q1–Q3 must agree across layouts or the run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from colonnade.bench import gdelt_data
+from colonnade.errors import ColonnadeError
+
+QUERIES = {
+    "Q1": "SELECT count(NumArticles) FROM gdelt",
+    "Q2": "SELECT Actor1Name, avg(AvgTone) AS tone FROM gdelt GROUP BY Actor1Name ORDER BY tone DESC, Actor1Name LIMIT 10",
+    "Q3": "SELECT avg(AvgTone), min(AvgTone), max(AvgTone) FROM gdelt WHERE MonthYear = 198012",
+}
+FULL_ROWS = 4_037_539
+
+
+class BenchError(ColonnadeError):
+    """A benchmark run failed (e.g. layouts disagree on an answer)."""
+
+
+@dataclass
+class LayoutResult:
+    """Measurements of one layout; seconds are medians over repetitions."""
+
+    name: str
+    rows: int
+    ingest_s: float | None = None
+    read_all_s: float | None = None
+    read_one_s: float | None = None
+    queries_s: dict[str, float] = field(default_factory=dict)
+    bytes: int | None = None
+    answers: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def rate(self, seconds: float | None) -> float | None:
+        return None if not seconds else self.rows / seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "rows": self.rows, "ingest_s": self.ingest_s,
+            "ingest_rows_per_s": self.rate(self.ingest_s), "read_all_s": self.read_all_s,
+            "read_all_rows_per_s": self.rate(self.read_all_s), "read_one_s": self.read_one_s,
+            "read_one_rows_per_s": self.rate(self.read_one_s), "queries_s": self.queries_s,
+            "bytes": self.bytes, "answers": self.answers, "notes": self.notes,
+        }
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(max(1, repeats)):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def normalise(table: pa.Table) -> list[tuple[Any, ...]]:
+    rows = table.to_pylist()
+    return [tuple(r.values()) for r in rows]
+
+
+def answers_agree(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]], rel: float = 1e-9) -> bool:
+    if len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b, strict=True):
+        if len(ra) != len(rb):
+            return False
+        for x, y in zip(ra, rb, strict=True):
+            if isinstance(x, float) or isinstance(y, float):
+                if x is None or y is None or not math.isclose(x, y, rel_tol=rel, abs_tol=1e-9):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def machine() -> dict[str, Any]:
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) * 1024
+    except OSError:
+        pass
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu": cpu, "memory_bytes": mem, "python": platform.python_version(),
+            "platform": platform.platform(), "pyarrow": pa.__version__, "duckdb": duckdb.__version__}
+
+
+def ensure_data(data_dir: Path, rows: int, seed: int = 42) -> Path:
+    """The generated TSV for (rows, seed), reused when already there."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / f"gdelt-{rows}-{seed}.tsv"
+    marker = path.with_suffix(".ok")
+    if not (path.exists() and marker.exists()):
+        gdelt_data.generate(path, rows, seed=seed)
+        marker.write_text(str(path.stat().st_size))
+    return path
+
+
+def csv_parse_only(path: Path) -> int:
+    reader = pacsv.open_csv(path, read_options=gdelt_data.read_options(block_size=16 << 20),
+                            parse_options=gdelt_data.parse_options(),
+                            convert_options=gdelt_data.convert_options())
+    return sum(b.num_rows for b in reader)
+
+
+def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResult:
+    """DuckDB over a ZSTD Parquet file of the same rows."""
+    result = LayoutResult("duckdb+parquet (reference)", rows)
+    parquet = work / "gdelt.parquet"
+
+    def write_parquet() -> None:
+        reader = pacsv.open_csv(path, read_options=gdelt_data.read_options(block_size=16 << 20),
+                                parse_options=gdelt_data.parse_options(),
+                                convert_options=gdelt_data.convert_options())
+        with pq.ParquetWriter(parquet, reader.schema, compression="zstd") as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+
+    result.ingest_s, _ = median_time(write_parquet, 1)
+    result.bytes = parquet.stat().st_size
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE VIEW gdelt AS SELECT * FROM read_parquet('{parquet}')")
+        result.read_all_s, t = median_time(lambda: con.sql("SELECT * FROM gdelt").to_arrow_table(), repeats)
+        assert t.num_rows == rows
+        result.read_one_s, t = median_time(lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(), repeats)
+        for q, sql in QUERIES.items():
+            result.queries_s[q], t = median_time(lambda sql=sql: con.sql(sql).to_arrow_table(), repeats)
+            result.answers[q] = normalise(t)
+    finally:
+        con.close()
+    result.notes.append("ingest = CSV parse + ZSTD Parquet write")
+    return result
+
+
+def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: str) -> LayoutResult:
+    import colonnade
+    from colonnade.ingest.pipeline import ingest
+
+    result = LayoutResult(label, rows)
+    store = colonnade.connect(store_uri)
+    try:
+        if "gdelt" in store:
+            store.drop_dataset("gdelt")
+        schema = gdelt_data.GDELT_SCHEMA
+        start = time.perf_counter()
+        ingest(store, "gdelt", [path], fmt="csv", delimiter="\t", header=False, schema=schema,
+               partition_by="MonthYear", force=True)
+        result.ingest_s = time.perf_counter() - start
+        ds = store.dataset("gdelt")
+        result.read_all_s, t = median_time(lambda: ds.scan().to_arrow(), repeats)
+        if t.num_rows != rows:
+            raise BenchError(f"{label}: read {t.num_rows} rows, expected {rows}")
+        result.read_one_s, t = median_time(lambda: ds.scan(columns=["MonthYear"]).to_arrow(), repeats)
+        for q, sql in QUERIES.items():
+            result.queries_s[q], t = median_time(lambda sql=sql: store.sql(sql), repeats)
+            result.answers[q] = normalise(t)
+        info = ds.describe()
+        result.bytes = info["bytes"]
+        stored = store.chunk_store.stored_bytes("gdelt")
+        if store_uri.startswith("cassandra"):
+            result.notes.append("bytes = chunk bytes as stored")
+        elif stored is not None:
+            result.notes.append(f"SQLite file {Path(store.chunk_store.path).stat().st_size:,} bytes")  # type: ignore[attr-defined]
+    finally:
+        store.close()
+    return result
+
+
+def check_answers(results: list[LayoutResult]) -> None:
+    ref = results[0]
+    for r in results[1:]:
+        for q in QUERIES:
+            if q in r.answers and q in ref.answers and not answers_agree(ref.answers[q], r.answers[q], rel=1e-6):
+                raise BenchError(f"{r.name} answers {q} differently from {ref.name}: "
+                                 f"{r.answers[q][:3]} vs {ref.answers[q][:3]}")
+
+
+def _fmt_rate(v: float | None) -> str:
+    if v is None:
+        return "-"
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if v >= div:
+            return f"{v / div:,.1f}{unit} rec/s"
+    return f"{v:,.0f} rec/s"
+
+
+def _fmt_s(v: float | None) -> str:
+    return "-" if v is None else (f"{v * 1000:,.1f} ms" if v < 1 else f"{v:,.2f} s")
+
+
+def _fmt_bytes(v: int | None) -> str:
+    return "-" if v is None else f"{v / 1e6:,.1f} MB"
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    layouts = report["layouts"]
+    ref = layouts[-1]
+    lines = ["| layout | disk | ingest | read every column | read 1 column (MonthYear) | Q1 | Q2 | Q3 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in layouts:
+        q = r["queries_s"]
+        lines.append(
+            f"| {r['name']} | {_fmt_bytes(r['bytes'])} | {_fmt_rate(r['ingest_rows_per_s'])} | "
+            f"{_fmt_rate(r['read_all_rows_per_s'])} | {_fmt_rate(r['read_one_rows_per_s'])} | "
+            f"{_fmt_s(q.get('Q1'))} | {_fmt_s(q.get('Q2'))} | {_fmt_s(q.get('Q3'))} |")
+    lines.append("")
+    lines.append(f"Ratios against {ref['name']} (time ratios: < 1 is faster; rate ratios: > 1 is faster; "
+                 "bytes: < 1 is smaller):")
+    lines.append("")
+    lines.append("| layout | ingest rate | read all rate | read one rate | Q1 time | Q2 time | Q3 time | bytes |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for name, ratios in report["ratios"].items():
+        cells = [ratios.get(k) for k in ("ingest", "read_all", "read_one", "Q1", "Q2", "Q3", "bytes")]
+        lines.append(f"| {name} | " + " | ".join("-" if c is None else f"{c:.2f}x" for c in cells) + " |")
+    if report.get("parse_only_rows_per_s"):
+        lines.append("")
+        lines.append(f"pyarrow CSV parse-only: {_fmt_rate(report['parse_only_rows_per_s'])}; "
+                     + ", ".join(f"{n} ingest = {r:.2f}x parse-only" for n, r in report["ingest_vs_parse"].items()))
+    return "\n".join(lines)
+
+
+def ratios(r: LayoutResult, ref: LayoutResult) -> dict[str, float | None]:
+    def rr(a: float | None, b: float | None) -> float | None:
+        return None if not a or not b else a / b
+
+    out = {
+        "ingest": rr(ref.ingest_s, r.ingest_s), "read_all": rr(ref.read_all_s, r.read_all_s),
+        "read_one": rr(ref.read_one_s, r.read_one_s), "bytes": rr(r.bytes, ref.bytes),
+    }
+    for q in QUERIES:
+        out[q] = rr(r.queries_s.get(q), ref.queries_s.get(q))
+    return out
+
+
+def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "bench-results",
+         repeats: int = 3, baseline_rows: int = 200_000, layouts: list[str] | None = None,
+         seed: int = 42, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark; writes ``gdelt.json`` and ``gdelt.md`` into ``out`` and returns the report."""
+    out_dir = Path(out)
+    work = out_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    store_uri = store or f"sqlite:///{work / 'bench.db'}"
+    echo(f"generating {rows:,} GDELT-shaped rows ...")
+    path = ensure_data(out_dir / "data", rows, seed)
+    parse_s, parsed = median_time(lambda: csv_parse_only(path), repeats)
+    assert parsed == rows
+    echo(f"pyarrow parse-only: {rows / parse_s:,.0f} rec/s")
+    results: list[LayoutResult] = []
+    wanted = set(layouts or ["colonnade", "embedded", "reference", "row", "wide", "blob"])
+    if store_uri.startswith("cassandra"):
+        if "colonnade" in wanted:
+            echo("colonnade on cassandra ...")
+            results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (cassandra)"))
+        extra = wanted & {"row", "wide", "blob"}
+        if extra:
+            from colonnade.bench.layouts import run_baselines
+
+            results += run_baselines(path, rows, store_uri, min(baseline_rows, rows), sorted(extra), repeats, echo)
+        if "embedded" in wanted:
+            echo("colonnade on the embedded store ...")
+            results.append(run_colonnade(path, rows, f"sqlite:///{work / 'bench.db'}", repeats, "colonnade (embedded)"))
+    else:
+        echo("colonnade ...")
+        results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (embedded)"))
+    echo("reference: duckdb over zstd parquet ...")
+    ref = run_reference(path, rows, work, repeats)
+    results.append(ref)
+    check_answers([ref] + results[:-1])
+    report: dict[str, Any] = {
+        "benchmark": "gdelt", "rows": rows, "seed": seed, "repeats": repeats,
+        "store": store_uri, "machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "data_bytes": path.stat().st_size, "parse_only_s": parse_s, "parse_only_rows_per_s": rows / parse_s,
+        "layouts": [r.to_dict() for r in results],
+        "ratios": {r.name: ratios(r, ref) for r in results[:-1]},
+        "ingest_vs_parse": {r.name: (rows / r.ingest_s) / (rows / parse_s) for r in results[:-1]
+                            if r.ingest_s and r.rows == rows},
+    }
+    (out_dir / "gdelt.json").write_text(json.dumps(report, indent=2, default=str))
+    table = markdown_table(report)
+    (out_dir / "gdelt.md").write_text(table + "\n")
+    echo(table)
+    return report
