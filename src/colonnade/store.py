@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +52,10 @@ class Store:
 
     def __init__(self, chunk_store: ChunkStore) -> None:
         self.chunk_store = chunk_store
+        # one DuckDB connection reused by sql()/explain() (a new one costs tens of ms)
+        self._duck: duckdb.DuckDBPyConnection | None = None
+        self._duck_names: set[str] = set()
+        self._duck_lock = threading.Lock()
 
     @property
     def uri(self) -> str:
@@ -66,6 +71,10 @@ class Store:
         self.close()
 
     def close(self) -> None:
+        with self._duck_lock:
+            if self._duck is not None:
+                self._duck.close()
+                self._duck = None
         self.chunk_store.close()
 
     # -- datasets
@@ -109,16 +118,20 @@ class Store:
 
     @contextmanager
     def _connection(self, versions: dict[str, int] | None) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
-        con = duckdb.connect()
-        registered = {}
-        try:
-            for name in self.datasets():
+        with self._duck_lock:
+            if self._duck is None:
+                self._duck = duckdb.connect()
+            con = self._duck
+            registered = {}
+            names = self.datasets()
+            for stale in self._duck_names - set(names):
+                con.unregister(stale)
+            for name in names:
                 adapter = self.arrow_dataset(name, (versions or {}).get(name))
-                con.register(name, adapter)
+                con.register(name, adapter)  # a fresh snapshot for every statement
                 registered[name] = adapter
+            self._duck_names = set(names)
             yield con, registered
-        finally:
-            con.close()
 
     def sql(self, query: str, version: int | None = None, versions: dict[str, int] | None = None) -> pa.Table:
         """Run a query through DuckDB; the answer as an Arrow table.

@@ -134,12 +134,22 @@ class SQLiteStore(ChunkStore):
 
     def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
         conn = self._conn()
+        by_column: dict[str, dict[str, ChunkRef]] = {}
         for ref in refs:
-            row = conn.execute(
-                "SELECT data FROM chunks WHERE dataset = ? AND segment = ? AND column_name = ?",
-                (dataset, ref.segment, ref.column),
-            ).fetchone()
-            yield ref, (row[0] if row is not None else b"")
+            by_column.setdefault(ref.column, {})[ref.segment] = ref
+        for column, wanted in by_column.items():
+            segments = list(wanted)
+            for i in range(0, len(segments), _IN_BATCH):
+                batch = segments[i:i + _IN_BATCH]
+                marks = ",".join("?" * len(batch))
+                rows = conn.execute(
+                    "SELECT segment, data FROM chunks WHERE dataset = ? AND column_name = ?"
+                    f" AND segment IN ({marks})", (dataset, column, *batch)).fetchall()
+                for segment, data in rows:
+                    yield wanted.pop(segment), data
+        for wanted in by_column.values():
+            for ref in wanted.values():
+                yield ref, b""  # missing: the caller names it in its error
 
     def put_segments(self, dataset: str, segments: Sequence[SegmentRow]) -> None:
         self._write(

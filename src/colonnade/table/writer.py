@@ -10,6 +10,7 @@ entries.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -54,8 +55,20 @@ def segment_written_at(data: bytes) -> float:
     return float(json.loads(data).get("at", 0.0))
 
 
+_STATS_CACHE: dict[bytes, dict[str, ChunkStats]] = {}
+_STATS_CACHE_MAX = 200_000
+
+
 def segment_stats_from_json(data: bytes) -> dict[str, ChunkStats]:
-    return {c: ChunkStats.from_json(v) for c, v in json.loads(data)["columns"].items()}
+    """Decode a segment's statistics (cached by content: segments are immutable)."""
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    stats = _STATS_CACHE.get(key)
+    if stats is None:
+        stats = {c: ChunkStats.from_json(v) for c, v in json.loads(data)["columns"].items()}
+        if len(_STATS_CACHE) >= _STATS_CACHE_MAX:
+            _STATS_CACHE.clear()
+        _STATS_CACHE[key] = stats
+    return stats
 
 
 def _run_starts(key_table: pa.Table) -> list[int]:
