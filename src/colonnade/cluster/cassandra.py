@@ -9,6 +9,7 @@ JDK and Maven.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,6 @@ from pathlib import Path
 
 from colonnade.errors import ClusterError
 
-
 CQL_PORT = 9042
 STORAGE_PORT = 7000
 JMX_BASE_PORT = 7199
@@ -35,6 +35,13 @@ STOP_TIMEOUT = 60.0
 VERSION_RANGE = "[5.0.0,5.0.9999]"
 DATA_DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers")
 _MARKER = ".complete"
+
+# GC and stack settings from Cassandra's jvm-server.options and jvm17-server.options; a node that
+# runs out of heap should die at once rather than limp along and hang the tests using it.
+SERVER_FLAGS = (
+    "-Xss256k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 "
+    "-XX:MaxGCPauseMillis=300 -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem"
+).split()
 
 # Module flags from Cassandra 5.0's conf/jvm17-server.options (JPMS and Netty sections); without
 # them Java 17 refuses the reflective access Cassandra, Netty and Chronicle rely on.
@@ -129,6 +136,10 @@ def _tool(name: str, package: str) -> str:
     return found
 
 
+def _java() -> str:
+    return _tool("java", "openjdk-17-jdk-headless")
+
+
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
@@ -157,8 +168,12 @@ def _cql_request(sock: socket.socket, opcode: int, body: bytes) -> tuple[int, by
     return op, read(length)
 
 
-def cql_ready(address: str, port: int = CQL_PORT, credentials: tuple[str, str] | None = None,
-              timeout: float = 3.0) -> bool:
+def cql_ready(
+    address: str,
+    port: int = CQL_PORT,
+    credentials: tuple[str, str] | None = None,
+    timeout: float = 3.0,
+) -> bool:
     """True when the node completes STARTUP (and login) and answers a query on system.local.
 
     A bare TCP connect is not enough: the port opens before auth and schema are usable.
@@ -169,7 +184,8 @@ def cql_ready(address: str, port: int = CQL_PORT, credentials: tuple[str, str] |
             pairs = {"CQL_VERSION": "3.0.0"}
             body = struct.pack(">H", len(pairs)) + b"".join(
                 struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
-                for k, v in pairs.items())
+                for k, v in pairs.items()
+            )
             op, _ = _cql_request(sock, 0x01, body)  # STARTUP
             if op == 0x03:  # AUTHENTICATE: PasswordAuthenticator wants a SASL PLAIN token
                 if credentials is None:
@@ -181,8 +197,9 @@ def cql_ready(address: str, port: int = CQL_PORT, credentials: tuple[str, str] |
             elif op != 0x02:  # READY
                 return False
             query = b"SELECT release_version FROM system.local"
-            op, _ = _cql_request(sock, 0x07, struct.pack(">i", len(query)) + query
-                                 + struct.pack(">HB", 0x0001, 0))  # QUERY at ONE
+            op, _ = _cql_request(
+                sock, 0x07, struct.pack(">i", len(query)) + query + struct.pack(">HB", 0x0001, 0)
+            )  # QUERY at ONE
             return op == 0x08  # RESULT
     except (OSError, struct.error):
         return False
@@ -195,13 +212,23 @@ class LocalCluster:
     next to a development cluster on 127.0.0.1), since addresses and JMX ports are fixed per slot.
     """
 
-    def __init__(self, directory: Path | None = None, nodes: int = 1, heap: str = "1G",
-                 version: str | None = None, *, auth: bool = False,
-                 cache_dir: Path | None = None, address_offset: int = 0,
-                 start_timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    def __init__(
+        self,
+        directory: Path | None = None,
+        nodes: int = 1,
+        heap: str = "1G",
+        version: str | None = None,
+        *,
+        auth: bool = False,
+        cache_dir: Path | None = None,
+        address_offset: int = 0,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+    ) -> None:
         if nodes < 1 or address_offset < 0 or address_offset + nodes > MAX_SLOT:
-            raise ClusterError(f"need nodes >= 1 and address_offset + nodes <= {MAX_SLOT}, got "
-                               f"nodes={nodes}, address_offset={address_offset}")
+            raise ClusterError(
+                f"need nodes >= 1 and address_offset + nodes <= {MAX_SLOT}, got "
+                f"nodes={nodes}, address_offset={address_offset}"
+            )
         self.directory = Path(directory) if directory is not None else default_directory()
         # The jar download is shared: a throwaway cluster directory still reuses the cache.
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_directory()
@@ -235,7 +262,9 @@ class LocalCluster:
     def ensure_distribution(self) -> Path:
         """Return the lib/ directory holding cassandra-all and its runtime jars, fetching if needed."""
         if self.version is None:
-            cached = [p.name[5:] for p in self.cache_dir.glob("dist-5.0.*") if (p / _MARKER).exists()]
+            cached = [
+                p.name[5:] for p in self.cache_dir.glob("dist-5.0.*") if (p / _MARKER).exists()
+            ]
             if cached:
                 self.version = max(cached, key=_version_key)
         if self.version is not None:
@@ -247,17 +276,27 @@ class LocalCluster:
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "lib").mkdir(parents=True)
         (staging / "pom.xml").write_text(_POM.format(version=self.version or VERSION_RANGE))
-        cmd = [mvn, "-q", "-B", "-Dstyle.color=never",
-               "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
-               "-DoutputDirectory=lib", "-DincludeScope=runtime"]
+        cmd = [
+            mvn,
+            "-q",
+            "-B",
+            "-U",  # otherwise a failed lookup stays cached in ~/.m2 and is never retried
+            "-Dstyle.color=never",
+            "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
+            "-DoutputDirectory=lib",
+            "-DincludeScope=runtime",
+        ]
         proc = subprocess.run(cmd, cwd=staging, capture_output=True, text=True)
         jars = list((staging / "lib").glob("cassandra-all-*.jar"))
         if proc.returncode != 0 or not jars:
             shutil.rmtree(staging, ignore_errors=True)
-            detail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-            raise ClusterError(f"mvn could not fetch cassandra-all {self.version or VERSION_RANGE}: "
-                               + " | ".join(detail))
-        self.version = jars[0].name[len("cassandra-all-"):-len(".jar")]
+            lines = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).splitlines()
+            errors = [line for line in lines if line.startswith("[ERROR]") and line[7:].strip()]
+            detail = (errors or lines or ["no output"])[0][:400]
+            raise ClusterError(
+                f"mvn could not fetch cassandra-all {self.version or VERSION_RANGE}: {detail}"
+            )
+        self.version = jars[0].name[len("cassandra-all-") : -len(".jar")]
         count = len(list((staging / "lib").glob("*.jar")))
         (staging / _MARKER).write_text(f"{self.version} {count} jars\n")
         dist = self.cache_dir / f"dist-{self.version}"
@@ -315,10 +354,9 @@ commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 commitlog_segment_size: 32MiB
 commitlog_total_space: 512MiB
-# Small, on-heap memtables and caches: several nodes share a 2-core, 24 GiB machine.
+# On-heap memtables (a quarter of the heap by default) and small caches: several nodes
+# share a 2-core, 24 GiB machine.
 memtable_allocation_type: heap_buffers
-memtable_heap_space: 192MiB
-memtable_offheap_space: 128MiB
 key_cache_size: 16MiB
 row_cache_size: 0MiB
 counter_cache_size: 8MiB
@@ -342,10 +380,8 @@ request_timeout: 20000ms
 
     def _java_command(self, node: int, lib: Path, conf: Path) -> list[str]:
         nd = self.node_dir(node)
-        cmd = [_tool("java", "openjdk-17-jdk-headless"), f"-Xms{self.heap}", f"-Xmx{self.heap}",
-               "-Xss256k", "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled",
-               "-XX:MaxTenuringThreshold=1", "-XX:MaxGCPauseMillis=300",
-               "-XX:+ExitOnOutOfMemoryError", "-XX:+PerfDisableSharedMem", *JAVA17_FLAGS]
+        heap = [f"-Xms{self.heap}", f"-Xmx{self.heap}"]
+        cmd = [_java(), *heap, *SERVER_FLAGS, *JAVA17_FLAGS]
         jamm = sorted(lib.glob("jamm-*.jar"))
         if jamm:  # Cassandra measures memtable sizes through the jamm agent, as its launcher does
             cmd.append(f"-javaagent:{jamm[-1]}")
@@ -365,7 +401,8 @@ request_timeout: 20000ms
             # loopback machine propagates gossip in well under a second.
             f"-Dcassandra.ring_delay_ms={1000 if self.nodes == 1 else 5000}",
             "-Dcassandra.superuser_setup_delay_ms=0",
-            "-cp", f"{lib}/*:{conf}",
+            "-cp",
+            f"{lib}/*:{conf}",
             "org.apache.cassandra.service.CassandraDaemon",
         ]
         return cmd
@@ -419,16 +456,14 @@ request_timeout: 20000ms
         if state == "up":
             return
         if pid is None:
+            _java()  # fail on a missing JDK before spending time on a download
             lib = self.ensure_distribution()
-            addr = self.address(node)
-            for host, port in ((addr, CQL_PORT), (addr, STORAGE_PORT),
-                               ("127.0.0.1", self.jmx_port(node))):
-                with socket.socket() as probe:
-                    probe.settimeout(1.0)
-                    if probe.connect_ex((host, port)) == 0:
-                        raise ClusterError(
-                            f"node{node}: {host}:{port} is in use by a process this cluster did "
-                            f"not start (another cluster? try address_offset)")
+            busy = self._busy_port(node)
+            if busy is not None:
+                raise ClusterError(
+                    f"node{node}: {busy} is in use by a process this cluster did "
+                    f"not start (another cluster? try address_offset)"
+                )
             conf = self._write_config(node)
             nd = self.node_dir(node)
             (nd / "pid").unlink(missing_ok=True)
@@ -437,11 +472,32 @@ request_timeout: 20000ms
             # and no Popen object lingers to warn about a still-running child.
             launcher = 'exec "$@" >>"$COLONNADE_STDOUT" 2>&1 </dev/null &\necho $!'
             env = {**os.environ, "COLONNADE_STDOUT": str(nd / "logs" / "stdout.log")}
-            out = subprocess.run(["/bin/sh", "-c", launcher, "sh", *cmd], cwd=nd, env=env,
-                                 capture_output=True, text=True, start_new_session=True, check=True)
+            out = subprocess.run(
+                ["/bin/sh", "-c", launcher, "sh", *cmd],
+                cwd=nd,
+                env=env,
+                capture_output=True,
+                text=True,
+                start_new_session=True,
+                check=True,
+            )
             (nd / "pid").write_text(out.stdout.strip() + "\n")
         if wait:
             self._wait_up(node, self.start_timeout if timeout is None else timeout)
+
+    def _busy_port(self, node: int) -> str | None:
+        """The first of the node's ports that still accepts connections, as host:port."""
+        addr = self.address(node)
+        for host, port in (
+            (addr, CQL_PORT),
+            (addr, STORAGE_PORT),
+            ("127.0.0.1", self.jmx_port(node)),
+        ):
+            with socket.socket() as probe:
+                probe.settimeout(1.0)
+                if probe.connect_ex((host, port)) == 0:
+                    return f"{host}:{port}"
+        return None
 
     def _wait_up(self, node: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -452,8 +508,10 @@ request_timeout: 20000ms
             if pid is None:
                 raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
             time.sleep(1.0)
-        raise ClusterError(f"node{node} did not answer CQL on {self.address(node)}:{CQL_PORT} "
-                           f"within {timeout:.0f}s:\n{self._failure_log(node)}")
+        raise ClusterError(
+            f"node{node} did not answer CQL on {self.address(node)}:{CQL_PORT} "
+            f"within {timeout:.0f}s:\n{self._failure_log(node)}"
+        )
 
     def _failure_log(self, node: int) -> str:
         logs = self.node_dir(node) / "logs"
@@ -470,18 +528,25 @@ request_timeout: 20000ms
             self._check(n)
         running = {n: pid for n in targets if (pid := self._pid(n)) is not None}
         for pid in running.values():
-            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # it may have just exited by itself
+                os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(self._pid(n) for n in running):
             time.sleep(0.5)
         for n in running:
             pid = self._pid(n)
             if pid is not None:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
                 for _ in range(50):
                     if self._pid(n) is None:
                         break
                     time.sleep(0.1)
+        # The kernel may close a dead JVM's listening sockets a moment after the process is
+        # gone; wait for that so an immediate restart can bind them.
+        deadline = time.monotonic() + 10.0
+        while running and time.monotonic() < deadline and any(map(self._busy_port, running)):
+            time.sleep(0.2)
         for n in targets:
             (self.node_dir(n) / "pid").unlink(missing_ok=True)
 
@@ -506,19 +571,19 @@ request_timeout: 20000ms
         tools_logback = lib.parent / "logback-tools.xml"
         if not tools_logback.exists():
             tools_logback.write_text(_TOOLS_LOGBACK)
-        cmd = [_tool("java", "openjdk-17-jdk-headless"), "-Xmx256m", "-XX:+UseSerialGC",
-               *JAVA17_FLAGS, f"-Dlogback.configurationFile={tools_logback}",
-               "-Djava.net.preferIPv4Stack=true", "-cp", f"{lib}/*",
-               "org.apache.cassandra.tools.NodeTool",
-               "-h", "127.0.0.1", "-p", str(self.jmx_port(node)), *args]
+        cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", *JAVA17_FLAGS]
+        cmd += [f"-Dlogback.configurationFile={tools_logback}", "-cp", f"{lib}/*"]
+        cmd += ["org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1"]
+        cmd += ["-p", str(self.jmx_port(node)), *args]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"nodetool {' '.join(args)} on node{node} timed out") from exc
         if proc.returncode != 0:
             detail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-            raise ClusterError(f"nodetool {' '.join(args)} on node{node} failed: "
-                               + " | ".join(detail))
+            raise ClusterError(
+                f"nodetool {' '.join(args)} on node{node} failed: " + " | ".join(detail)
+            )
         return proc.stdout
 
     def __enter__(self) -> LocalCluster:

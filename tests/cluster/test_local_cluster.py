@@ -1,0 +1,59 @@
+"""End-to-end check of LocalCluster: one real Cassandra node in a temporary directory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from colonnade.cluster import LocalCluster, cql_ready
+
+# Slot 25 (127.0.0.26, JMX 9699) stays clear of a development cluster on 127.0.0.1 and of the
+# suite's shared test node (slot 20 by default).
+_SLOT = 25
+
+
+@pytest.mark.cassandra
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_single_node_start_query_stop(tmp_path: Path) -> None:
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("needs java and mvn on PATH")
+    from cassandra.cluster import Cluster
+
+    # The jar cache stays in the default location so the download happens at most once.
+    cluster = LocalCluster(tmp_path / "cluster", nodes=1, heap="512M", address_offset=_SLOT)
+    try:
+        cluster.start()
+        [node] = cluster.status()
+        assert node.state == "up"
+        assert node.pid is not None
+        assert node.address == "127.0.0.26"
+        assert cql_ready(node.address)
+
+        driver = Cluster([node.address])
+        try:
+            session = driver.connect()
+            version = session.execute("SELECT release_version FROM system.local").one()
+            assert version is not None and version.release_version.startswith("5.0.")
+            session.execute(
+                "CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+            )
+            session.execute("CREATE TABLE k.t (id int PRIMARY KEY, v text)")
+            session.execute("INSERT INTO k.t (id, v) VALUES (1, 'one')")
+            assert session.execute("SELECT v FROM k.t WHERE id = 1").one().v == "one"
+        finally:
+            driver.shutdown()
+
+        cluster.nodetool(1, "flush", "k")
+        assert list((tmp_path / "cluster" / "nodes" / "node1" / "data" / "k").glob("t-*/*-Data.db"))
+
+        cluster.start()  # already up: a no-op
+        assert cluster.status()[0].pid == node.pid
+    finally:
+        cluster.stop()
+    [node] = cluster.status()
+    assert node.state == "down"
+    assert node.pid is None
+    assert not cql_ready(node.address)
