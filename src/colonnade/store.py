@@ -138,10 +138,11 @@ class Store:
 
         ``version`` pins every dataset at that version (``versions`` per dataset)."""
         pins = _pins(self, version, versions)
-        with self._connection(pins) as (con, _):
+        with self._connection(pins) as (con, registered):
             try:
-                return con.sql(query).to_arrow_table() if _returns_rows(con, query) else _execute(con, query)
+                return con.sql(query).to_arrow_table()
             except duckdb.Error as exc:
+                _reraise_scan_error(registered)
                 raise QueryError(_one_line(exc)) from None
 
     def explain(self, query: str, version: int | None = None) -> Explain:
@@ -154,6 +155,7 @@ class Store:
                 table = con.sql(query).to_arrow_table()
                 seconds = time.perf_counter() - start
             except duckdb.Error as exc:
+                _reraise_scan_error(registered)
                 raise QueryError(_one_line(exc)) from None
             scans = {name: [m.to_dict() for m in a.scans] for name, a in registered.items() if a.scans}
             return Explain(query, plan, scans, table.num_rows, seconds)
@@ -168,13 +170,10 @@ def _pins(store: Store, version: int | None, versions: dict[str, int] | None) ->
     return pins
 
 
-def _returns_rows(con: duckdb.DuckDBPyConnection, query: str) -> bool:
-    return True
-
-
-def _execute(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table:
-    con.execute(query)
-    return pa.table({})
+def _reraise_scan_error(registered: dict[str, ColonnadeArrowDataset]) -> None:
+    for adapter in registered.values():
+        if adapter.errors:
+            raise adapter.errors[0]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -10,12 +10,14 @@ exactly, so DuckDB's answer is the same as without pushdown. Every scan's metric
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
+from colonnade.errors import ColonnadeError
 from colonnade.table.scan import Scan, ScanMetrics, read_schema
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
         self._schema = read_schema(dataset.schema_at(snapshot), snapshot, list(dataset.schema.names))
         self._lock = threading.Lock()
         self.scans: list[ScanMetrics] = []
+        self.errors: list[ColonnadeError] = []
 
     @property
     def schema(self) -> pa.Schema:
@@ -54,8 +57,18 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
         with self._lock:
             self.scans.append(plan.metrics)
         out_columns = list(plan.columns)
-        batches = scan.to_batches(plan)
+        batches = self._recording(scan.to_batches(plan))
         return pds.Scanner.from_batches(batches, schema=plan.schema, columns=out_columns, filter=filter)
+
+    def _recording(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Keep the first Colonnade error of a scan: DuckDB turns it into text, and callers
+        want the original (e.g. CorruptChunkError with its dataset, column and segment)."""
+        try:
+            yield from batches
+        except ColonnadeError as exc:
+            with self._lock:
+                self.errors.append(exc)
+            raise
 
     def to_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
                  **kwargs: Any) -> pa.Table:

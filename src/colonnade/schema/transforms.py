@@ -15,7 +15,6 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -108,10 +107,21 @@ class Truncate(_Monotonic):
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
         if pa.types.is_integer(array.type):
-            values = array.fill_null(0).to_numpy(zero_copy_only=False)
-            floored = pa.array((values // self.width) * self.width, type=array.type)
-            return pc.if_else(array.is_valid(), floored, pa.scalar(None, array.type))
+            return pc.if_else(array.is_valid(), self._truncate_integers(array), pa.scalar(None, array.type))
         return pc.utf8_slice_codeunits(array, 0, self.width)
+
+    def _truncate_integers(self, array: pa.Array) -> pa.Array:
+        """``v - (v mod width)`` without wrapping around: computed in 64 bits, and values whose
+        truncation falls below the type's minimum saturate there (still monotonic)."""
+        if pa.types.is_unsigned_integer(array.type):
+            values = array.cast(pa.uint64()).fill_null(0).to_numpy(zero_copy_only=False)
+            width = np.uint64(min(self.width, 2**64 - 1))
+            return pa.array(values - values % width).cast(array.type)
+        values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        out = values - values % np.int64(min(self.width, 2**63 - 1))
+        lowest = np.iinfo(array.type.to_pandas_dtype()).min
+        out[out > values] = lowest  # wrapped around below the int64 minimum
+        return pa.array(np.maximum(out, lowest)).cast(array.type)
 
     def __str__(self) -> str:
         return f"truncate({self.width}, {self.source})"
@@ -174,6 +184,11 @@ class Bucket(Transform):
         self.n = n
         self.source = source
 
+    def check_type(self, type_: pa.DataType) -> None:
+        if pa.types.is_floating(type_) or pa.types.is_decimal(type_):
+            raise SpecError(f"bucket({self.n}, {self.source}) needs an integer, string, binary, date or "
+                            f"timestamp column, not {type_}")
+
     def apply(self, array: pa.Array) -> pa.Array:
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
@@ -181,7 +196,11 @@ class Bucket(Transform):
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or pa.types.is_binary(array.type):
             values = np.asarray(array.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
         else:
+            if pa.types.is_date32(array.type):
+                array = array.cast(pa.int32())  # Arrow casts date32 to int32 only
             values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        import pandas as pd  # imported here: pandas costs a second at start-up
+
         hashed = pd.util.hash_array(values, categorize=False) % np.uint64(self.n)
         return pc.if_else(valid, pa.array(hashed.astype(np.int32)), pa.scalar(None, pa.int32()))
 

@@ -1,0 +1,46 @@
+"""``colonnade bench``: benchmarks that reproduce the published experiments.
+
+The CLI only collects options; each benchmark module (imported when its command runs) owns
+what it measures, prints and writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from colonnade.cli.context import Settings, pass_settings
+
+
+@click.group()
+def bench() -> None:
+    """Run a benchmark."""
+
+
+@bench.command()
+@click.option("--rows", type=click.IntRange(min=1), metavar="N",
+              help="Rows of GDELT-shaped data (default: 4,037,539, the original study's size).")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch "
+                   "SQLite store in --out).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Where results (JSON, Markdown) and generated data are written.")
+@click.option("--baseline-rows", type=click.IntRange(min=1), metavar="M",
+              help="Rows loaded into the slow row-per-record and wide-row baseline layouts.")
+@click.option("--layouts", metavar="L,..",
+              help="Layouts to measure (e.g. colonnade,embedded,reference,row,wide,blob).")
+@click.option("--repeats", type=click.IntRange(min=1), metavar="K",
+              help="Repetitions per measurement (the median is reported).")
+@pass_settings
+def gdelt(settings: Settings, rows: int | None, store_uri: str | None, out: Path | None,
+          baseline_rows: int | None, layouts: str | None, repeats: int | None) -> None:
+    """The GDELT layout study: ingest, scans and Q1-Q3 against DuckDB over Parquet."""
+    from colonnade.bench import gdelt as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    names = [s.strip() for s in layouts.split(",") if s.strip()] if layouts else None
+    options: dict[str, Any] = {"rows": rows, "store": store, "out": out, "baseline_rows": baseline_rows,
+               "layouts": names, "repeats": repeats}
+    study.main(**{k: v for k, v in options.items() if v is not None})

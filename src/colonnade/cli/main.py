@@ -1,0 +1,114 @@
+"""The ``colonnade`` group and the one place every failure of every command ends up.
+
+:class:`ColonnadeGroup` runs a command and turns what it raises into one line on stderr,
+``error: <reason>``, and an exit code: 1 for errors, 130 for Ctrl-C, click's own 2 for usage
+errors. A traceback is printed only with ``--debug``. Commands therefore raise; they never
+print errors or call ``sys.exit`` themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+import click
+
+from colonnade.cli.context import Settings
+from colonnade.config import default_store_uri
+from colonnade.errors import ColonnadeError
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ColonnadeError):
+        return _without_traceback(str(exc))
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = str(exc).strip() or "(no message)"
+    return f"unexpected {type(exc).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+def _without_traceback(text: str) -> str:
+    """A message with any Python traceback it embeds cut off (DuckDB quotes the traceback of an
+    exception raised inside a scan); ``--debug`` prints the whole chain anyway."""
+    cut = text.find("Traceback (most recent call last)")
+    if cut < 0:
+        return text
+    head = text[:cut].rstrip()
+    for tail in ("Detail: Python exception:", "Python exception:"):
+        if head.endswith(tail):
+            head = head[: -len(tail)].rstrip()
+    return head.rstrip(" .:")
+
+
+def report(exc: BaseException, debug: bool) -> None:
+    """Print ``exc`` as ``error: <reason>`` (its detail lines, if any, indented below)."""
+    if debug:
+        traceback.print_exception(exc)
+    first, *rest = _reason(exc).splitlines() or [""]
+    click.echo(f"error: {first}", err=True)
+    for line in rest:
+        click.echo(f"  {line}" if line and not line.startswith(" ") else line, err=True)
+
+
+class ColonnadeGroup(click.Group):
+    """A click group whose ``invoke`` is the error funnel of the whole command tree."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BrokenPipeError:
+            raise  # a closed pipe (`| head`) is not an error: click handles it quietly
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as exc:
+            settings = ctx.obj if isinstance(ctx.obj, Settings) else None
+            report(exc, debug=settings.debug if settings else bool(os.environ.get("COLONNADE_DEBUG")))
+            ctx.exit(EXIT_ERROR)
+
+
+def _version() -> str:
+    from colonnade import __version__
+
+    return __version__
+
+
+@click.group(cls=ColonnadeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", metavar="URI", default=None,
+              help="sqlite:///path.db (or a path) or cassandra://host[,host][:port]/keyspace. "
+                   "Default: $COLONNADE_STORE, else ./colonnade.db.")
+@click.option("--debug", is_flag=True, help="Print tracebacks of errors.")
+@click.version_option(package_name="colonnade", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
+    """Colonnade: a columnar analytical store on Cassandra or one SQLite file, queried with SQL."""
+    given = store is not None or bool(os.environ.get("COLONNADE_STORE"))
+    ctx.obj = Settings(store=store or default_store_uri(), store_given=given, debug=debug)
+
+
+def _register() -> None:
+    from colonnade.cli import bench, cassandra, commands, demo
+
+    for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
+                    commands.describe, commands.verify, commands.vacuum, commands.drop,
+                    demo.demo, bench.bench, cassandra.cassandra):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="colonnade")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
