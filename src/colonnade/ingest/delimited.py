@@ -1,0 +1,370 @@
+"""CSV and TSV files as record batches: pyarrow's parallel parser, with exact bad-row reporting.
+
+The file is read in blocks of whole records (:mod:`colonnade.ingest.blocks`); each block is parsed
+by ``pyarrow.csv.read_csv`` with every column's type fixed up front — the dataset's type when it
+has the column, the ``schema`` option's, or else the type pyarrow infers from the first MiB of
+rows, fixed for the rest of the file — so every value of every column is validated on ingest.
+That is the fast path, and a clean file never leaves it. A block that fails (a wrong number of
+fields, a value that does not parse, invalid UTF-8) is split into its records and bisected with
+the same parser until each bad record stands alone: good records are kept, each bad one is
+raised (strict) or reported (quarantine) with its physical line, column and reason. Empty
+fields are null in every column, strings included (``strings_can_be_null``): that is what an
+empty field means in the exports this store ingests, and it keeps a column's nulls uniform;
+no other text (``NA``, ``null``) means null.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from colonnade.errors import BadRowError, IngestError, SchemaError
+from colonnade.ingest.base import OnReject, Reject, Source
+from colonnade.ingest.blocks import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES, Block, BlockReader
+from colonnade.ingest.records import Buffer, Dialect, QuotedSpans, quoted_spans, record_ends
+from colonnade.schema.types import parse_type, type_name
+
+T = TypeVar("T")
+
+#: Bytes of rows whose values decide the inferred column types.
+INFER_BYTES = 1 << 20
+
+#: pyarrow's own block size inside one of our blocks: the unit of its parallelism.
+PARSE_BLOCK_SIZE = 1 << 20
+
+_CSV_ERROR = re.compile(r"^In CSV column #(\d+): (?:Row #\d+: )?(.*)$", re.S)
+_CONVERSION = re.compile(r"^CSV conversion error to [^:]+: invalid value '(.*)'$", re.S)
+_FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How to read a delimited text file."""
+
+    delimiter: str = ","
+    header: bool = True  # the first record names the columns
+    columns: tuple[str, ...] | None = None  # column names (the header, if any, is skipped)
+    schema: pa.Schema | None = None  # column types by name (and names when there is no header)
+    quote_char: str | None = '"'  # None: quotes are ordinary characters
+    compression: str | None = None  # None or "gzip"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+
+@dataclass(frozen=True)
+class _Problem:
+    column: int | None
+    reason: str
+
+
+class DelimitedSource(Source):
+    """A CSV/TSV file (optionally gzip-compressed) as record batches with fixed column types."""
+
+    format = "csv"
+
+    def __init__(self, path: Path, options: CsvOptions, target: pa.Schema | None = None,
+                 on_reject: OnReject | None = None) -> None:
+        super().__init__(path)
+        self.options = options
+        self._on_reject = on_reject
+        self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        try:
+            stream: BinaryIO = self._raw
+            if options.compression == "gzip":
+                stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
+            dialect = Dialect.of(options.delimiter, options.quote_char)
+            with _read_errors(path):
+                self._reader = BlockReader(stream, dialect, str(path), self._raw.tell,
+                                           options.block_size, options.max_record_bytes)
+                self.dialect = self._reader.dialect
+                names = self._column_names(target)
+                self._schema, self._known = self._column_types(names, target)
+        except BaseException:
+            self._raw.close()
+            raise
+        self._build_options()
+
+    # -- names and types
+    def _column_names(self, target: pa.Schema | None) -> list[str]:
+        opts = self.options
+        header = None
+        if opts.header:
+            record = self._reader.next_record()
+            if record is not None:
+                header = self._parse_header(record)
+        if opts.columns:
+            names = list(opts.columns)
+        elif header is not None:
+            names = header
+        elif opts.header:
+            names = list(opts.schema.names if opts.schema is not None else target.names if target else [])
+        elif opts.schema is not None:
+            names = list(opts.schema.names)
+        elif target is not None:
+            names = list(target.names)
+        else:
+            raise IngestError(f"{self.path}: a file without a header needs column names "
+                              "(columns or a schema)")
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"{self.path}: column(s) named twice: {', '.join(dupes)}")
+        if opts.schema is not None and header is not None and not opts.columns:
+            extra = [n for n in names if n not in opts.schema.names]
+            if extra:
+                raise SchemaError(f"{self.path}: column(s) {', '.join(extra)} of the header "
+                                  "are not in the schema")
+        return names
+
+    def _parse_header(self, record: Block) -> list[str]:
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(record.data),
+                read_options=pacsv.ReadOptions(use_threads=False, block_size=len(record.data) + 1),
+                parse_options=pacsv.ParseOptions(
+                    delimiter=self.options.delimiter,
+                    quote_char=self.options.quote_char or False,
+                    newlines_in_values=self.options.quote_char is not None))
+        except pa.ArrowException as exc:
+            raise BadRowError(str(self.path), record.first_line, None,
+                              f"unreadable header: {exc}") from None
+        return list(table.column_names)
+
+    def _column_types(self, names: list[str], target: pa.Schema | None) -> tuple[pa.Schema, bool]:
+        given = self.options.schema
+        types: dict[str, pa.DataType] = {}
+        for n in names:
+            if given is not None and n in given.names:
+                types[n] = given.field(n).type
+            elif target is not None and n in target.names:
+                types[n] = target.field(n).type
+        known = bool(names)
+        if len(types) < len(names):
+            inferred, rows = self._infer(names)
+            known = rows > 0
+            for n in names:
+                types.setdefault(n, inferred.get(n, pa.string()))
+        return pa.schema([pa.field(n, types[n]) for n in names]), known
+
+    def _infer(self, names: list[str]) -> tuple[dict[str, pa.DataType], int]:
+        """Column types as pyarrow infers them from the first MiB of rows (bad rows left out:
+        they are reported when the data is parsed), and how many rows told them."""
+        sample = self._reader.sample(INFER_BYTES)
+        if not sample.strip():
+            return {}, 0
+        table, problem = self._infer_read(names, sample)
+        if problem is not None:
+            starts, stops, _ = _record_bounds(sample, self.dialect)
+
+            def parse(start: int, stop: int) -> tuple[tuple[int, int] | None, _Problem | None]:
+                return ((start, stop), None) if self._infer_read(names, sample[start:stop])[1] is None \
+                    else (None, problem)
+
+            good = b"".join(sample[r[0]:r[1]] for _, r, _ in _bisect(starts, stops, parse, problem)
+                            if r is not None)
+            table, problem = self._infer_read(names, good) if good.strip() else (None, problem)
+        if table is None:
+            return {}, 0
+        return {f.name: _storable(f.type) for f in table.schema}, table.num_rows
+
+    def _infer_read(self, names: list[str], data: bytes) -> tuple[pa.Table | None, _Problem | None]:
+        try:
+            return pacsv.read_csv(
+                pa.BufferReader(data),
+                read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
+                                               block_size=len(data) + 1),
+                parse_options=self._parse_options(quoted=self.dialect.quote is not None),
+                convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True,
+                                                     check_utf8=True)), None
+        except pa.ArrowException as exc:
+            return None, self._problem(exc)
+
+    def _parse_options(self, quoted: bool) -> pacsv.ParseOptions:
+        # no invalid_row_handler: pyarrow decodes a row's text for it and fails (noisily) on
+        # bytes that are not UTF-8; a row with the wrong field count fails the parse instead
+        return pacsv.ParseOptions(
+            delimiter=self.options.delimiter,
+            quote_char=self.options.quote_char if quoted else False,
+            double_quote=True, escape_char=False, newlines_in_values=quoted,
+            ignore_empty_lines=True)
+
+    def _build_options(self) -> None:
+        names = self._schema.names
+        self._read_parallel = pacsv.ReadOptions(column_names=names, use_threads=True,
+                                                block_size=PARSE_BLOCK_SIZE)
+        self._read_serial = pacsv.ReadOptions(column_names=names, use_threads=False,
+                                              block_size=PARSE_BLOCK_SIZE)
+        self._quoted = self._parse_options(self.dialect.quote is not None)
+        self._plain = self._parse_options(False)
+        self._convert = pacsv.ConvertOptions(
+            column_types=self._schema, null_values=[""], strings_can_be_null=True, check_utf8=True)
+        self._quote_byte = bytes((self.dialect.quote,)) if self.dialect.quote is not None else None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    @property
+    def schema_known(self) -> bool:
+        return self._known
+
+    # -- reading
+    def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+        blocks = iter(self._reader)
+        while True:
+            with _read_errors(self.path):
+                block = next(blocks, None)
+            if block is None:
+                return
+            data = block.data
+            table, problem = self._parse(data, 0, len(data), threads=True)
+            if problem is not None:
+                table = self._salvage(block, problem)
+            if table is not None:
+                for batch in table.to_batches():
+                    yield batch, block.position
+
+    def _parse(self, data: bytes | bytearray, start: int, stop: int,
+               threads: bool) -> tuple[pa.Table | None, _Problem | None]:
+        """Parse ``data[start:stop]`` (whole records); a problem when any of it is bad."""
+        quoted = self._quote_byte is not None and data.find(self._quote_byte, start, stop) >= 0
+        buffer = pa.py_buffer(data).slice(start, stop - start)
+        read_options = self._read_parallel if threads else self._read_serial
+        try:
+            table = self._read(buffer, read_options, quoted)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc):
+                return None, self._problem(exc)
+            # a record longer than pyarrow's block: parse the range as one block
+            whole = pacsv.ReadOptions(column_names=self._schema.names, use_threads=False,
+                                      block_size=stop - start + 1)
+            try:
+                table = self._read(buffer, whole, quoted)
+            except pa.ArrowException as again:
+                return None, self._problem(again)
+        except pa.ArrowException as exc:
+            return None, self._problem(exc)
+        return table, None
+
+    def _read(self, buffer: pa.Buffer, read_options: pacsv.ReadOptions, quoted: bool) -> pa.Table:
+        return pacsv.read_csv(pa.BufferReader(buffer), read_options=read_options,
+                              parse_options=self._quoted if quoted else self._plain,
+                              convert_options=self._convert)
+
+    def _problem(self, exc: Exception) -> _Problem:
+        """What pyarrow's error says, as a column and a one-line printable reason."""
+        text = str(exc).strip()
+        m = _CSV_ERROR.match(text)
+        if m is None:
+            fields = _FIELD_COUNT.search(text)
+            if fields is not None:
+                return _Problem(None, f"expected {fields.group(1)} fields, found {fields.group(2)}")
+            return _Problem(None, _printable(text)[:200] or type(exc).__name__)
+        column, detail = int(m.group(1)), m.group(2)
+        if "invalid UTF8" in detail:
+            return _Problem(column, "invalid UTF-8")
+        conversion = _CONVERSION.match(detail)
+        if conversion is not None and column < len(self._schema):
+            value = _printable(conversion.group(1))
+            if len(value) > 80:
+                value = value[:77] + "..."
+            return _Problem(column, f"cannot parse '{value}' as {type_name(self._schema.field(column).type)}")
+        return _Problem(column, _printable(detail))
+
+    def _salvage(self, block: Block, problem: _Problem) -> pa.Table | None:
+        """Bisect a failed block by records: keep the good ones, raise or report the bad ones."""
+        data = block.data
+        starts, stops, spans = _record_bounds(data, self.dialect)
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == self.dialect.newline)
+
+        def parse(start: int, stop: int) -> tuple[pa.Table | None, _Problem | None]:
+            return self._parse(data, start, stop, threads=stop - start > 4 * PARSE_BLOCK_SIZE)
+
+        pieces: list[pa.Table] = []
+        for i, table, found in _bisect(starts, stops, parse, problem):
+            if found is None:
+                if table is not None and table.num_rows:
+                    pieces.append(table)
+                continue
+            start, stop = int(starts[i]), int(stops[i])
+            line = block.first_line + int(np.searchsorted(newlines, start))
+            reason = found.reason
+            if spans.unterminated and start <= spans.last_open < stop:
+                reason = f"unterminated quoted field ({reason})"
+            column = self._schema.names[found.column] if found.column is not None else None
+            if self._on_reject is None:
+                raise BadRowError(str(self.path), line, column, reason)
+            raw = data[start:stop].rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")
+            self._on_reject(Reject(str(self.path), line, column, reason, raw))
+        return pa.concat_tables(pieces).combine_chunks() if pieces else None
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _record_bounds(data: Buffer, dialect: Dialect) -> tuple[np.ndarray, np.ndarray, QuotedSpans]:
+    """Start and stop offsets of the records of ``data``, and its quoted sections."""
+    spans = quoted_spans(data, dialect)
+    ends = record_ends(data, dialect, spans) + 1
+    starts = np.concatenate(([0], ends)).astype(np.int64)
+    stops = np.concatenate((ends, [len(data)])).astype(np.int64)
+    keep = starts < stops
+    return starts[keep], stops[keep], spans
+
+
+def _bisect(starts: np.ndarray, stops: np.ndarray,
+            parse: Callable[[int, int], tuple[T | None, _Problem | None]],
+            problem: _Problem) -> Iterator[tuple[int, T | None, _Problem | None]]:
+    """Halve the records (all together known to fail with ``problem``) until each bad one stands
+    alone. Yields, in input order, ``(first record, parsed, None)`` for each run of records that
+    parses and ``(record, None, its problem)`` for each bad record."""
+
+    def split(lo: int, hi: int, found: _Problem) -> Iterator[tuple[int, T | None, _Problem | None]]:
+        if hi - lo == 1:
+            yield lo, None, found
+            return
+        mid = (lo + hi) // 2
+        for a, b in ((lo, mid), (mid, hi)):
+            parsed, again = parse(int(starts[a]), int(stops[b - 1]))
+            if again is None:
+                yield a, parsed, None
+            else:
+                yield from split(a, b, again)
+
+    if len(starts):
+        yield from split(0, len(starts), problem)
+
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """Turn an I/O or decompression failure into an IngestError naming the file."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IngestError(f"{path}: cannot read: {exc}") from None
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters and the like as escapes (``\\n``, ``\\x00``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _storable(t: pa.DataType) -> pa.DataType:
+    """An inferred type the store can keep, else string (null, binary and time columns)."""
+    if pa.types.is_null(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.string()
+    try:
+        return t if parse_type(type_name(t)) == t else pa.string()
+    except SchemaError:
+        return pa.string()

@@ -1,0 +1,155 @@
+"""Record boundaries in delimited text: where a CSV record ends, and on which line it starts.
+
+pyarrow's CSV reader parses fast but reports neither the byte offset nor the line of a row, so
+the CSV source cuts the input itself into blocks that end on record boundaries, counts the lines
+of each block, and — only for a block that failed to parse — splits it into records to find the
+bad ones. A newline ends a record unless it lies inside a quoted field. Quoted sections are found
+by quote parity (the fast, vectorised way): it is exact whenever every quote that parity says
+*opens* a field stands at the start of a field (after a delimiter, a line break or another
+quote), which holds for RFC 4180 files. When some quote breaks that rule (a stray ``"`` inside
+an unquoted field, which pyarrow reads as a literal character), the sections are found by
+replaying pyarrow's state machine over the quote positions instead. Lines are counted by the
+newline byte (``\\n``, or ``\\r`` for old Mac files), so CRLF files count as expected and a line
+inside a quoted field counts as a line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Bytes to find records in: the reader's buffers, their slices and views.
+Buffer = bytes | bytearray | memoryview
+
+LF = 0x0A
+CR = 0x0D
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The bytes that shape records: delimiter, quote (None: no quoting) and line terminator."""
+
+    delimiter: int
+    quote: int | None = 0x22
+    newline: int = LF
+
+    @classmethod
+    def of(cls, delimiter: str, quote: str | None, newline: int = LF) -> Dialect:
+        return cls(ord(delimiter), ord(quote) if quote else None, newline)
+
+
+class QuotedSpans:
+    """Quoted sections of a buffer, as the sorted offsets of their opening and closing quotes
+    (``open0, close0, open1, close1, ...``; an odd count means the last section is never
+    closed). A byte is quoted when an odd number of these offsets lie before it."""
+
+    def __init__(self, bounds: np.ndarray) -> None:
+        self.bounds = bounds
+
+    @property
+    def unterminated(self) -> bool:
+        """True when the last section has no closing quote (it runs to the end of the buffer)."""
+        return len(self.bounds) % 2 == 1
+
+    @property
+    def last_open(self) -> int:
+        """Offset of the opening quote of the last section (-1 when there is none)."""
+        n = len(self.bounds)
+        return int(self.bounds[n - 1 if n % 2 else n - 2]) if n else -1
+
+    def inside(self, positions: np.ndarray) -> np.ndarray:
+        """Which of the ``positions`` (offsets of non-quote bytes) fall inside a quoted section."""
+        if not len(self.bounds):
+            return np.zeros(len(positions), dtype=bool)
+        return (np.searchsorted(self.bounds, positions, side="right") & 1).astype(bool)
+
+    def opening(self, position: int) -> int:
+        """Offset of the opening quote of the section that holds ``position`` (which is quoted)."""
+        return int(self.bounds[int(np.searchsorted(self.bounds, position, side="right")) - 1])
+
+
+_NO_SPANS = QuotedSpans(np.empty(0, dtype=np.intp))
+
+
+def quoted_spans(buf: Buffer, dialect: Dialect) -> QuotedSpans:
+    """The quoted sections of ``buf``, which must start on a record boundary."""
+    if dialect.quote is None:
+        return _NO_SPANS
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    quotes = np.flatnonzero(arr == dialect.quote)
+    if not len(quotes):
+        return _NO_SPANS
+    # parity is exact when every quote it takes for an opening one starts a field
+    opens = quotes[0::2]
+    if opens[0] == 0:
+        opens = opens[1:]
+    field_start = np.zeros(256, dtype=bool)
+    field_start[[dialect.delimiter, LF, CR, dialect.quote]] = True
+    if bool(field_start[arr[opens - 1]].all()):
+        return QuotedSpans(quotes)
+    return _replayed_spans(buf, quotes.tolist(), dialect)
+
+
+def _replayed_spans(buf: Buffer, quotes: list[int], dialect: Dialect) -> QuotedSpans:
+    """pyarrow's quoting rules, replayed quote by quote: a quote opens a field only at the start
+    of a field; inside, a doubled quote is a literal quote and a single one closes the field
+    (what follows up to the delimiter is unquoted text, where quotes are literal)."""
+    data = bytes(buf) if isinstance(buf, memoryview) else buf
+    field_start = {dialect.delimiter, LF, CR}
+    bounds: list[int] = []
+    inside = False
+    i, n = 0, len(quotes)
+    while i < n:
+        p = quotes[i]
+        if inside:
+            if i + 1 < n and quotes[i + 1] == p + 1:
+                i += 2  # "" inside a quoted field: a literal quote
+                continue
+            bounds.append(p)
+            inside = False
+        elif p == 0 or data[p - 1] in field_start:
+            bounds.append(p)
+            inside = True
+        i += 1
+    return QuotedSpans(np.asarray(bounds, dtype=np.intp))
+
+
+def record_ends(buf: Buffer, dialect: Dialect,
+                spans: QuotedSpans | None = None) -> np.ndarray:
+    """Offsets of the newline bytes that end records in ``buf`` (which starts a record)."""
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    newlines = np.flatnonzero(arr == dialect.newline)
+    spans = quoted_spans(buf, dialect) if spans is None else spans
+    if not len(spans.bounds):
+        return newlines
+    return newlines[~spans.inside(newlines)]
+
+
+def last_record_end(buf: bytes | bytearray, dialect: Dialect) -> int:
+    """Length of the longest prefix of ``buf`` made of whole records (0 when there is none)."""
+    newline = bytes((dialect.newline,))
+    end = buf.rfind(newline)
+    if end < 0:
+        return 0
+    if dialect.quote is None or buf.find(bytes((dialect.quote,)), 0, end) < 0:
+        return end + 1
+    spans = quoted_spans(buf, dialect)
+    while end >= 0:
+        if not bool(spans.inside(np.asarray([end]))[0]):
+            return end + 1
+        end = buf.rfind(newline, 0, spans.opening(end))
+    return 0
+
+
+def detect_newline(head: bytes) -> int:
+    """The line terminator byte: ``\\n`` unless the text has none but has ``\\r`` (old Mac)."""
+    if LF not in head and CR in head:
+        return CR
+    return LF
+
+
+def is_blank(record: Buffer) -> bool:
+    """A record that holds nothing but its line terminator (pyarrow skips those)."""
+    return not bytes(record).strip(b"\r\n")
