@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import ChunkFormatError, decode_chunk
 from colonnade.errors import CommitConflictError, CorruptChunkError, SchemaError, StoreError
+from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.types import logical_schema, schema_to_json, type_name
 from colonnade.storage.base import ChunkRef, ChunkStore
@@ -93,29 +94,33 @@ class Dataset:
                 return c
         return None
 
-    def commit(self, commit: Commit) -> int:
+    def commit(self, commit: Commit, force: bool = False) -> int:
         """Write a commit record on the next free version; returns the version it took.
 
         On a version conflict the log is re-read and the next version tried; chunks are never
         rewritten. A commit carrying a source identity stops if that source was committed by
-        someone else meanwhile (returns -1). Any other store error is resolved by reading the log
-        back: if our commit id is there, it took effect.
+        someone else meanwhile (returns -1), unless ``force``. Any other store error is resolved
+        by reading the log back: if our commit id is there, it took effect.
         """
         latest = self.history()
+        if commit.source is not None and not force and any(c.source == commit.source for c in latest):
+            return -1  # committed by another writer since our caller checked
         version = latest[-1].version if latest else 0
         for _ in range(MAX_COMMIT_ATTEMPTS):
             version += 1
             record = Commit(version, commit.id, commit.kind, commit.source, time.time(), commit.added,
                             commit.removed, commit.schema, commit.info)
             try:
+                fault_point("before_commit")
                 self.store.commit(self.name, version, record.to_payload())
+                fault_point("after_commit")
                 return version
             except CommitConflictError:
                 newer = self.history(after=version - 1)
                 for c in newer:
                     if c.id == commit.id:
                         return c.version
-                    if commit.source is not None and c.source == commit.source:
+                    if commit.source is not None and not force and c.source == commit.source:
                         return -1
                     if set(commit.removed) & set(c.removed):
                         # an overwrite or compaction lost to one that removed the same segments
@@ -214,17 +219,17 @@ class Dataset:
         except BaseException:
             writer.abort()
             raise
-        return self._commit_entries(commit, entries, writer.bytes_written)
+        return self._commit_entries(commit, entries, writer.bytes_written, force=force)
 
     def _commit_entries(self, commit: Commit, entries: list[SegmentEntry], nbytes: int,
-                        removed: Iterable[str] = ()) -> AppendResult:
+                        removed: Iterable[str] = (), force: bool = False) -> AppendResult:
         rows = sum(e.rows for e in entries)
         if not entries and not removed:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
         record = Commit(0, commit.id, commit.kind, commit.source, commit.at, tuple(entries),
                         tuple(removed), schema_to_json(self.spec.schema) if commit.kind == "schema" else None,
                         commit.info)
-        version = self.commit(record)
+        version = self.commit(record, force=force)
         if version < 0:
             return AppendResult(None, 0, 0, 0, skipped=True,
                                 reason=f"source {commit.source} was ingested concurrently by another writer")

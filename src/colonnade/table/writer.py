@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,13 +28,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.config import WriteSettings
-from colonnade.encoding.chunk import ChunkStats, encode_chunk
+from colonnade.encoding.chunk import FLAG_DICTIONARY, ChunkStats, encode_chunk
+from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.table.commits import SegmentEntry
 
 #: Segments of one partition written by one append share a bucket, up to this many.
 SEGMENTS_PER_BUCKET = 16
+#: Batches without new rows after which a partition's buffer is cut into a segment.
+IDLE_BATCHES = 2
 
 
 @dataclass
@@ -44,6 +47,7 @@ class _Buffer:
     rows: int = 0
     nbytes: int = 0
     segments_written: int = 0
+    last_batch: int = 0
 
 
 def segment_stats_json(stats: dict[str, ChunkStats]) -> bytes:
@@ -69,6 +73,19 @@ def segment_stats_from_json(data: bytes) -> dict[str, ChunkStats]:
             _STATS_CACHE.clear()
         _STATS_CACHE[key] = stats
     return stats
+
+
+@dataclass
+class _Pending:
+    """A segment handed to the store thread while its columns are still being encoded."""
+
+    partition: str
+    values: tuple[Any, ...]
+    bucket: int
+    segment: str
+    rows: int
+    names: list[str]
+    futures: list[Future[tuple[bytes, ChunkStats]]]
 
 
 def _run_starts(key_table: pa.Table) -> list[int]:
@@ -102,7 +119,10 @@ class SegmentWriter:
         self._bucket_base = random.randrange(0, 2**20) * 1024
         threads = self.settings.encode_threads or (os.cpu_count() or 2)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="colonnade-encode")
-        self._queue: queue.Queue[tuple[SegmentRow, list[tuple[ChunkRef, bytes]]] | None] = queue.Queue(maxsize=3)
+        # segments whose columns are being encoded; bounded, so encoding can't run far ahead
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=3)
+        self._dictionary_hint: dict[str, bool] = {}
+        self._batches_seen = 0
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._store_loop, name="colonnade-store-writer", daemon=True)
         self._thread.start()
@@ -115,13 +135,32 @@ class SegmentWriter:
                 return
             if self._error is not None:
                 continue
-            row, chunks = item
             try:
+                row, chunks, entry = self._resolve(item)
                 # segment row first: every stored chunk then has a row vacuum can find
                 self.store.put_segments(self.spec.name, [row])
+                fault_point("after_segment_row")
                 self.store.put_chunks(self.spec.name, chunks)
+                fault_point("after_chunks")
+                self.entries.append(entry)
+                self.rows += row.rows
+                self.bytes_written += sum(len(d) for _, d in chunks)
+                if self._on_segment is not None:
+                    self._on_segment(entry)
             except BaseException as exc:  # surfaced to the caller by _check
                 self._error = exc
+
+    def _resolve(self, p: _Pending) -> tuple[SegmentRow, list[tuple[ChunkRef, bytes]], SegmentEntry]:
+        encoded = [f.result() for f in p.futures]
+        stats = {name: st for name, (_, st) in zip(p.names, encoded, strict=True)}
+        for name, (data, _) in zip(p.names, encoded, strict=True):
+            self._dictionary_hint[name] = bool(data[5] & FLAG_DICTIONARY)  # header flags byte
+        chunks = [(ChunkRef(p.partition, name, p.segment, p.bucket), data)
+                  for name, (data, _) in zip(p.names, encoded, strict=True)]
+        row = SegmentRow(p.partition, p.segment, self.commit_id, p.rows, p.bucket, segment_stats_json(stats))
+        entry = SegmentEntry(p.segment, p.partition, p.rows, p.bucket, p.values,
+                             frozenset(n for n, st in stats.items() if st.dictionary))
+        return row, chunks, entry
 
     def _check(self) -> None:
         if self._error is not None:
@@ -158,19 +197,26 @@ class SegmentWriter:
         if batch.num_rows == 0:
             return
         limit = self.settings.segment_rows
+        self._batches_seen += 1
         for values, part in self._partition_runs(batch):
             key = self.spec.partition_key(values)
             buf = self._buffers.get(key)
             if buf is None:
                 buf = self._buffers[key] = _Buffer(values)
             buf.batches.append(part)
+            buf.last_batch = self._batches_seen
             buf.rows += part.num_rows
             size = part.nbytes
             buf.nbytes += size
             self._buffered_bytes += size
             while buf.rows >= limit:
                 self._flush(key, limit)
-        while self._buffered_bytes > self.settings.memory_limit and self._buffers:
+        # a partition that got no rows for IDLE_BATCHES batches is likely complete (input often
+        # arrives in partition order): cut its segment now, so encoding overlaps reading
+        for key, buf in list(self._buffers.items()):
+            if buf.rows and self._batches_seen - buf.last_batch >= IDLE_BATCHES:
+                self._flush(key, buf.rows)
+        while self._buffered_bytes > self.settings.memory_limit and any(b.rows for b in self._buffers.values()):
             biggest = max(self._buffers, key=lambda k: self._buffers[k].nbytes)
             self._flush(biggest, self._buffers[biggest].rows)
 
@@ -179,13 +225,11 @@ class SegmentWriter:
         table = pa.Table.from_batches(buf.batches, schema=buf.batches[0].schema)
         segment, rest = table.slice(0, rows), table.slice(rows)
         self._buffered_bytes -= buf.nbytes
-        if rest.num_rows:
-            buf.batches = rest.to_batches()
-            buf.rows = rest.num_rows
-            buf.nbytes = rest.nbytes
-            self._buffered_bytes += buf.nbytes
-        else:
-            del self._buffers[key]
+        # the buffer stays (empty) when all its rows go: its segment count keeps buckets bounded
+        buf.batches = rest.to_batches() if rest.num_rows else []
+        buf.rows = rest.num_rows
+        buf.nbytes = rest.nbytes if rest.num_rows else 0
+        self._buffered_bytes += buf.nbytes
         bucket = self._bucket_base + buf.segments_written // SEGMENTS_PER_BUCKET
         buf.segments_written += 1
         self._write_segment(key, buf.values, bucket, segment)
@@ -196,26 +240,20 @@ class SegmentWriter:
         segment_id = uuid.uuid4().hex
         compression = self.settings.ipc_compression
         names = table.column_names
-        encoded = list(self._pool.map(lambda c: encode_chunk(c, compression), table.columns))
-        stats = {name: s for name, (_, s) in zip(names, encoded, strict=True)}
-        chunks = [(ChunkRef(partition, name, segment_id, bucket), data)
-                  for name, (data, _) in zip(names, encoded, strict=True)]
-        row = SegmentRow(partition, segment_id, self.commit_id, table.num_rows, bucket, segment_stats_json(stats))
-        entry = SegmentEntry(segment_id, partition, table.num_rows, bucket, values,
-                             frozenset(n for n, s in stats.items() if s.dictionary))
+        futures = []
+        for name, column in zip(names, table.columns, strict=True):
+            # a column that wasn't worth a dictionary in the last segment isn't tried again
+            hint = None if self._dictionary_hint.get(name, True) else False
+            futures.append(self._pool.submit(encode_chunk, column, compression, hint))
         self._check()
-        self._queue.put((row, chunks))
-        self.entries.append(entry)
-        self.rows += table.num_rows
-        self.bytes_written += sum(len(d) for _, d in chunks)
-        if self._on_segment is not None:
-            self._on_segment(entry)
+        self._queue.put(_Pending(partition, values, bucket, segment_id, table.num_rows, names, futures))
 
     def finish(self) -> list[SegmentEntry]:
         """Flush every buffer and wait until the store holds every segment."""
         try:
             for key in list(self._buffers):
-                self._flush(key, self._buffers[key].rows)
+                if self._buffers[key].rows:
+                    self._flush(key, self._buffers[key].rows)
         finally:
             self._queue.put(None)
             self._thread.join()

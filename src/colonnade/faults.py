@@ -1,0 +1,66 @@
+"""Fault injection for crash tests: named points in the write path that can kill the process.
+
+A fault point is a no-op unless ``$COLONNADE_FAULTS`` is set. Its value is a comma-separated
+list of ``NAME:N[:ACTION]``: the N-th time this process reaches point ``NAME``, ACTION happens —
+``kill`` (the default: SIGKILL this process, as a power cut or ``kill -9`` would) or ``stop``
+(SIGSTOP this process, so a test can act while it is frozen mid-write and then SIGCONT it)::
+
+    COLONNADE_FAULTS="after_chunks:3" colonnade ingest t big.csv     # dies after the 3rd segment
+
+Points (in the order an append reaches them):
+
+``after_segment_row``  a segment-index row is written, its chunks are not (writer thread)
+``after_chunks``       a segment's chunks are written (writer thread)
+``before_commit``      every segment is stored, the commit record is not (each attempt)
+``after_commit``       the commit record is written, the caller has not been told
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from functools import lru_cache
+
+ENV = "COLONNADE_FAULTS"
+POINTS = ("after_segment_row", "after_chunks", "before_commit", "after_commit")
+ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
+
+_counts: dict[str, int] = {}
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=8)
+def parse(spec: str) -> tuple[tuple[str, int, str], ...]:
+    """``"a:3,b:1:stop"`` → ``(("a", 3, "kill"), ("b", 1, "stop"))``; ValueError if malformed."""
+    faults = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, rest = item.partition(":")
+        count, _, action = rest.partition(":")
+        action = action or "kill"
+        if name not in POINTS or not count.isdigit() or int(count) < 1 or action not in ACTIONS:
+            raise ValueError(f"{ENV}: bad fault {item!r} (use POINT:N[:kill|stop], POINT one of "
+                             f"{', '.join(POINTS)})")
+        faults.append((name, int(count), action))
+    return tuple(faults)
+
+
+def fault_point(name: str) -> None:
+    """Count one pass through point ``name`` and act if ``$COLONNADE_FAULTS`` says so."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    with _lock:
+        n = _counts[name] = _counts.get(name, 0) + 1
+    for point, count, action in parse(spec):
+        if point == name and count == n:
+            os.kill(os.getpid(), ACTIONS[action])
+
+
+def reset() -> None:
+    """Forget how often each point was reached (for a process that runs several appends)."""
+    with _lock:
+        _counts.clear()
