@@ -14,6 +14,7 @@ from colonnade.schema.transforms import Transform, parse_partition_spec, parse_t
 from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json
 
 SPEC_FORMAT_VERSION = 1
+_NULL_KEY = "__null__"
 
 
 @dataclass(frozen=True)
@@ -81,5 +82,8 @@ class DatasetSpec:
         """The text key of a partition, e.g. ``MonthYear=198012`` (empty when unpartitioned)."""
         parts = []
         for t, v in zip(self.partition_by, values, strict=True):
-            parts.append(f"{t.field_name}={'__null__' if v is None else quote(str(v), safe='')}")
+            text = _NULL_KEY if v is None else quote(str(v), safe="")
+            if text == _NULL_KEY and v is not None:
+                text = quote(_NULL_KEY, safe="").replace("_", "%5F")  # the string "__null__" is not NULL
+            parts.append(f"{t.field_name}={text}")
         return "/".join(parts)

@@ -21,7 +21,7 @@ _SIMPLE: dict[str, pa.DataType] = {
     "binary": pa.binary(), "date32": pa.date32(), "date": pa.date32(),
     "timestamp": pa.timestamp("us"),
 }
-_TS = re.compile(r"timestamp\[(s|ms|us|ns)(?:,\s*tz=([\w/+:-]+))?\]$")
+_TS = re.compile(r"timestamp\[(s|ms|us|ns)(?:,\s*tz=([\w/+:-]+))?\]$", re.IGNORECASE)
 _DEC = re.compile(r"decimal\((\d+),\s*(\d+)\)$")
 
 
@@ -29,8 +29,8 @@ def parse_type(text: str) -> pa.DataType:
     t = text.strip().lower()
     if t in _SIMPLE:
         return _SIMPLE[t]
-    if m := _TS.match(t):
-        return pa.timestamp(m.group(1), tz=m.group(2))
+    if m := _TS.match(text.strip()):  # time zone names are case-sensitive: not lowered
+        return pa.timestamp(m.group(1).lower(), tz=m.group(2))
     if m := _DEC.match(t):
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
     raise SchemaError(f"unknown type {text.strip()!r} (known: {', '.join(sorted(set(_SIMPLE)))}, "

@@ -1,0 +1,373 @@
+"""The chunk byte format: round trips of every type, statistics, checksums, versions and the
+golden files that pin format version 1.
+
+The golden chunks under ``golden/v1`` were written once by :func:`write_golden` and are checked
+in; a decoder that can't read them any more breaks every store written before it. Regenerate
+only for a new format version, into a new folder, keeping the old one::
+
+    python tests/encoding/test_chunk.py golden/v2
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import struct
+import sys
+import zlib
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from colonnade.encoding import (
+    CHUNK_FORMAT_VERSION,
+    ChunkStats,
+    decode_chunk,
+    encode_chunk,
+    verify_chunk,
+)
+from colonnade.encoding.chunk import HEADER_SIZE, MAX_STAT_STRING, ChunkFormatError
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden" / "v1"
+EPOCH = dt.datetime(1970, 1, 1)
+COMPRESSIONS = ("zstd", "lz4", "none")
+
+# -- every type of the schema language, with a strategy for its values ------------------------
+_DEC = Decimal("99999999.99")
+TYPES: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
+    "bool": (pa.bool_(), st.booleans()),
+    "int8": (pa.int8(), st.integers(-(2**7), 2**7 - 1)),
+    "int16": (pa.int16(), st.integers(-(2**15), 2**15 - 1)),
+    "int32": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
+    "int64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "uint8": (pa.uint8(), st.integers(0, 2**8 - 1)),
+    "uint16": (pa.uint16(), st.integers(0, 2**16 - 1)),
+    "uint32": (pa.uint32(), st.integers(0, 2**32 - 1)),
+    "uint64": (pa.uint64(), st.integers(0, 2**64 - 1)),
+    "float32": (pa.float32(), st.floats(width=32)),
+    "float64": (pa.float64(), st.floats()),
+    "string": (pa.string(), st.one_of(st.text(max_size=12), st.sampled_from(["", "a", "é", "日本", "🎉"]),
+                                      st.text(min_size=MAX_STAT_STRING - 2, max_size=MAX_STAT_STRING + 40))),
+    "binary": (pa.binary(), st.binary(max_size=40)),
+    "date32": (pa.date32(), st.dates()),
+    "timestamp[us]": (pa.timestamp("us"), st.datetimes()),
+    "decimal(10,2)": (pa.decimal128(10, 2), st.decimals(min_value=-_DEC, max_value=_DEC, places=2)),
+}
+
+#: Types whose statistics must be known (so pruning works on them); others may say "unknown".
+STATS_REQUIRED = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                  "float32", "float64", "string", "date32", "timestamp[us]"}
+
+
+def _physical(type_name: str, value: Any) -> Any:
+    """A value as statistics keep it: dates as days, timestamps as microseconds since the epoch."""
+    if type_name == "date32":
+        return (value - EPOCH.date()).days
+    if type_name == "timestamp[us]":
+        return (value - EPOCH) // dt.timedelta(microseconds=1)
+    return value
+
+
+def expected_min_max(type_name: str, values: list[Any]) -> tuple[Any, Any]:
+    """Exact min/max from the Python values, or (None, None) where pruning must not trust them."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None, None
+    if type_name.startswith("float"):
+        if any(math.isnan(v) for v in present):
+            return None, None
+        lo, hi = min(present), max(present)
+        return (None, None) if math.isinf(lo) or math.isinf(hi) else (lo, hi)
+    lo, hi = min(present), max(present)
+    if type_name == "string" and max(len(lo), len(hi)) > MAX_STAT_STRING:
+        return None, None
+    return _physical(type_name, lo), _physical(type_name, hi)
+
+
+def arrow_min_max(array: pa.Array) -> tuple[Any, Any]:
+    mm = pc.min_max(array)
+    physical = {pa.date32(): pa.int32(), pa.timestamp("us"): pa.int64()}.get(array.type)
+    lo, hi = mm["min"], mm["max"]
+    if physical is not None:
+        lo, hi = lo.cast(physical), hi.cast(physical)
+    return lo.as_py(), hi.as_py()
+
+
+def _comparable(values: list[Any]) -> list[Any]:
+    """NaN-aware, sign-of-zero-aware list for exact comparisons of float columns."""
+    out = []
+    for v in values:
+        if isinstance(v, float):
+            out.append(("nan",) if math.isnan(v) else (v, math.copysign(1.0, v)))
+        else:
+            out.append(v)
+    return out
+
+
+def _plain(array: pa.Array) -> pa.Array:
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def check_round_trip(type_name: str, values: list[Any], compression: str) -> tuple[bytes, ChunkStats]:
+    type_ = TYPES[type_name][0]
+    array = pa.array(values, type=type_)
+    data, stats = encode_chunk(array, compression)
+    decoded = decode_chunk(data)
+    assert _plain(decoded).type == type_
+    assert _comparable(_plain(decoded).to_pylist()) == _comparable(values)
+    assert pa.types.is_dictionary(decoded.type) == stats.dictionary
+    assert stats.rows == len(values)
+    assert stats.nulls == sum(v is None for v in values)
+    assert stats.nbytes == len(data)
+    lo, hi = expected_min_max(type_name, values)
+    if type_name in STATS_REQUIRED:
+        assert (stats.min, stats.max) == (lo, hi)
+    else:
+        assert (stats.min, stats.max) in ((None, None), (lo, hi))
+    if stats.min is not None:  # and they agree with Arrow's own min_max
+        assert (stats.min, stats.max) == arrow_min_max(array)
+    assert ChunkStats.from_json(stats.to_json()) == stats
+    return data, stats
+
+
+# -- round trips -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("type_name", list(TYPES))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_round_trip_every_type(type_name: str, data: st.DataObject) -> None:
+    strategy = TYPES[type_name][1]
+    values = data.draw(st.lists(st.one_of(st.none(), strategy), max_size=60), label="values")
+    compression = data.draw(st.sampled_from(COMPRESSIONS), label="compression")
+    check_round_trip(type_name, values, compression)
+
+
+@pytest.mark.parametrize("type_name", list(TYPES))
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_empty_and_all_null(type_name: str, compression: str) -> None:
+    _, stats = check_round_trip(type_name, [], compression)
+    assert (stats.rows, stats.nulls, stats.min, stats.max) == (0, 0, None, None)
+    _, stats = check_round_trip(type_name, [None] * 7, compression)
+    assert (stats.rows, stats.nulls, stats.min, stats.max) == (7, 7, None, None)
+
+
+@pytest.mark.parametrize("type_name", ["float32", "float64"])
+def test_float_specials(type_name: str) -> None:
+    _, stats = check_round_trip(type_name, [1.0, math.nan, 2.0, None], "zstd")
+    assert (stats.min, stats.max) == (None, None), "NaN orders differently in SQL and Arrow"
+    _, stats = check_round_trip(type_name, [1.0, math.inf, -math.inf, -0.0, None], "lz4")
+    assert (stats.min, stats.max) == (None, None)
+    _, stats = check_round_trip(type_name, [-0.0, 0.5, -2.5], "none")
+    assert (stats.min, stats.max) == (-2.5, 0.5)
+
+
+def test_strings_unicode_long_and_empty() -> None:
+    values = ["", "ascii", "ünïcödé", "日本語のテキスト", "🎉 emoji 🎉", "x" * 100_000, None, ""]
+    check_round_trip("string", values, "zstd")
+    _, stats = check_round_trip("string", ["", "b", "ä"], "zstd")
+    assert (stats.min, stats.max) == ("", "ä")  # code point (= UTF-8 byte) order
+
+
+def test_long_strings_have_no_stats_and_short_ones_do() -> None:
+    _, stats = check_round_trip("string", ["a", "z" * (MAX_STAT_STRING + 1)], "zstd")
+    assert (stats.min, stats.max) == (None, None)
+    _, stats = check_round_trip("string", ["a", "z" * MAX_STAT_STRING], "zstd")
+    assert (stats.min, stats.max) == ("a", "z" * MAX_STAT_STRING)
+
+
+def test_sliced_and_chunked_input() -> None:
+    base = pa.array([None, 1, 2, 3, None, 5, 6, 7, 8, 9], pa.int64())
+    data, stats = encode_chunk(base.slice(3, 5))
+    assert decode_chunk(data).to_pylist() == [3, None, 5, 6, 7]
+    assert (stats.rows, stats.nulls, stats.min, stats.max) == (5, 1, 3, 7)
+    chunked = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c", None])])
+    data, stats = encode_chunk(chunked)
+    assert _plain(decode_chunk(data)).to_pylist() == ["a", "b", "c", None]
+    assert (stats.rows, stats.nulls, stats.min, stats.max) == (4, 1, "a", "c")
+
+
+# -- dictionary encoding ------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["red", "green", "blue", None]), min_size=20, max_size=300))
+def test_low_cardinality_strings_are_dictionary_encoded(values: list[str | None]) -> None:
+    data, stats = check_round_trip("string", values, "zstd")
+    assert stats.dictionary
+    assert pa.types.is_dictionary(decode_chunk(data).type)
+    assert data[5] & 1, "the dictionary flag of the header is set"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=20), min_size=4, max_size=300, unique=True))
+def test_high_cardinality_strings_are_plain(values: list[str]) -> None:
+    data, stats = check_round_trip("string", values, "lz4")
+    assert not stats.dictionary
+    assert decode_chunk(data).type == pa.string()
+    assert not data[5] & 1
+
+
+@pytest.mark.parametrize(("type_name", "few"), [
+    ("int64", [1, 2, 3]), ("date32", [dt.date(2020, 1, 1), dt.date(2021, 1, 1)]),
+    ("binary", [b"a", b"b"]), ("bool", [True, False])])
+def test_other_types_read_back_as_plain_arrays(type_name: str, few: list[Any]) -> None:
+    values = few * 30  # low cardinality: may be stored as a dictionary, never read as one
+    data, stats = check_round_trip(type_name, values, "zstd")
+    assert not stats.dictionary
+    assert not pa.types.is_dictionary(decode_chunk(data).type)
+
+
+@settings(max_examples=40, deadline=None)
+@given(type_name=st.sampled_from(sorted(TYPES)), data=st.data())
+def test_low_cardinality_columns_of_every_type_round_trip(type_name: str, data: st.DataObject) -> None:
+    few = data.draw(st.lists(st.one_of(st.none(), TYPES[type_name][1]), min_size=1, max_size=4), label="few")
+    values = data.draw(st.lists(st.sampled_from(few), min_size=10, max_size=100), label="values")
+    check_round_trip(type_name, values, data.draw(st.sampled_from(COMPRESSIONS), label="compression"))
+
+
+def test_low_cardinality_float_specials_round_trip_exactly() -> None:
+    values = [0.0, -0.0, math.nan, math.inf, None] * 20
+    for type_name in ("float32", "float64"):
+        _, stats = check_round_trip(type_name, values, "zstd")
+        assert (stats.min, stats.max) == (None, None)
+
+
+def test_dictionary_can_be_forced_either_way() -> None:
+    values = pa.array(["a", "b", "c", "d"])
+    data, stats = encode_chunk(values, dictionary=True)
+    assert stats.dictionary and pa.types.is_dictionary(decode_chunk(data).type)
+    data, stats = encode_chunk(pa.array(["a"] * 50), dictionary=False)
+    assert not stats.dictionary and decode_chunk(data).type == pa.string()
+
+
+def test_dictionary_chunks_are_smaller_for_repetitive_text() -> None:
+    values = pa.array([f"category-{i % 4}" for i in range(5000)])
+    dict_size = len(encode_chunk(values, "none")[0])
+    plain_size = len(encode_chunk(values, "none", dictionary=False)[0])
+    assert dict_size < plain_size / 3
+
+
+# -- header, checksum and versions ---------------------------------------------------------------
+def _sample_chunks() -> list[bytes]:
+    return [
+        encode_chunk(pa.array([1, 2, None, 4] * 10, pa.int32()), "zstd")[0],
+        encode_chunk(pa.array(["x", "y", None, "x"] * 10), "lz4")[0],  # dictionary
+        encode_chunk(pa.array([1.5, None, -2.0]), "none")[0],
+    ]
+
+
+def test_documented_worked_example() -> None:
+    data, _ = encode_chunk(pa.array([1, 2, 2], pa.int32()), "zstd")
+    assert data[:8] == bytes.fromhex("434f4c4301000000")
+    crc, length = struct.unpack_from("<II", data, 8)
+    assert length == len(data) - HEADER_SIZE == len(data) - 16
+    assert crc == zlib.crc32(data[16:])
+    schema = pa.ipc.open_stream(pa.py_buffer(data[16:])).schema
+    assert schema == pa.schema([pa.field("v", pa.int32())])
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_flipping_any_byte_is_detected(index: int) -> None:
+    data = _sample_chunks()[index]
+    for position in range(len(data)):
+        for mask in (0x01, 0x80, 0xFF):
+            damaged = bytearray(data)
+            damaged[position] ^= mask
+            with pytest.raises(ChunkFormatError):
+                decode_chunk(bytes(damaged))
+            if (position, mask) != (5, 0x01):  # only decoding can tell a flipped dictionary flag
+                with pytest.raises(ChunkFormatError):
+                    verify_chunk(bytes(damaged))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.text(max_size=8)), min_size=1, max_size=80),
+       compression=st.sampled_from(COMPRESSIONS), data=st.data())
+def test_flipping_a_random_byte_of_a_random_chunk_is_detected(values: list[str | None], compression: str,
+                                                               data: st.DataObject) -> None:
+    chunk = bytearray(encode_chunk(pa.array(values, pa.string()), compression)[0])
+    position = data.draw(st.integers(0, len(chunk) - 1), label="position")
+    chunk[position] ^= data.draw(st.integers(1, 255), label="mask")
+    with pytest.raises(ChunkFormatError):
+        decode_chunk(bytes(chunk))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "extend", "empty", "header-only", "short"])
+def test_wrong_length_is_detected(damage: str) -> None:
+    data = _sample_chunks()[0]
+    damaged = {"truncate": data[:-1], "extend": data + b"\0", "empty": b"",
+               "header-only": data[:HEADER_SIZE], "short": data[:5]}[damage]
+    with pytest.raises(ChunkFormatError):
+        decode_chunk(damaged)
+
+
+def test_not_a_chunk() -> None:
+    with pytest.raises(ChunkFormatError, match="magic"):
+        decode_chunk(b"PAR1" + bytes(40))
+
+
+@pytest.mark.parametrize("version", [CHUNK_FORMAT_VERSION + 1, 200, 255, 0])
+def test_unknown_format_version_is_an_explicit_error(version: int) -> None:
+    data = bytearray(_sample_chunks()[0])
+    data[4] = version
+    with pytest.raises(ChunkFormatError, match=f"format version {version} is not supported"):
+        decode_chunk(bytes(data))
+
+
+def test_valid_chunk_passes_verify() -> None:
+    for data in _sample_chunks():
+        verify_chunk(data)
+        verify_chunk(memoryview(data))
+        assert decode_chunk(memoryview(data)).to_pylist() == decode_chunk(data).to_pylist()
+
+
+# -- golden files: format version 1 stays readable -------------------------------------------------
+GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
+    "int32_zstd": (pa.int32(), "zstd", [1, 2, 2, None, -7, 2147483647]),
+    "uint64_lz4": (pa.uint64(), "lz4", [0, 18446744073709551615, None]),
+    "bool_none": (pa.bool_(), "none", [True, False, None, True]),
+    "float64_zstd": (pa.float64(), "zstd", [1.5, math.nan, -math.inf, None, -0.0]),
+    "float32_none": (pa.float32(), "none", [0.25, None, 3.0]),
+    "string_dict_lz4": (pa.string(), "lz4", ["red", "green", "red", None, "red", "green", "red", "red"]),
+    "string_plain_zstd": (pa.string(), "zstd", ["", "ünïcödé", "日本語", "🎉", None]),
+    "binary_zstd": (pa.binary(), "zstd", [b"\x00\x01", b"", None, b"\xff" * 3]),
+    "date32_zstd": (pa.date32(), "zstd", [dt.date(1970, 1, 1), dt.date(1969, 12, 31), None, dt.date(2024, 2, 29)]),
+    "timestamp_us_lz4": (pa.timestamp("us"), "lz4",
+                         [dt.datetime(2020, 1, 1, 12, 30, 0, 123456), None, dt.datetime(1900, 1, 1)]),
+    "decimal_10_2_zstd": (pa.decimal128(10, 2), "zstd", [Decimal("12.34"), Decimal("-0.01"), None,
+                                                        Decimal("99999999.99")]),
+}
+
+
+def write_golden(directory: Path) -> None:
+    """Write the golden chunks (run by hand, once per format version; never overwrites)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, (type_, compression, values) in GOLDEN_COLUMNS.items():
+        path = directory / f"{name}.chunk"
+        if path.exists():
+            raise SystemExit(f"{path} exists: golden files are never rewritten")
+        path.write_bytes(encode_chunk(pa.array(values, type=type_), compression)[0])
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_COLUMNS))
+def test_golden_chunk_is_readable(name: str) -> None:
+    type_, _, values = GOLDEN_COLUMNS[name]
+    data = (GOLDEN / f"{name}.chunk").read_bytes()
+    assert data[:5] == b"COLC\x01"
+    decoded = decode_chunk(data)
+    assert _plain(decoded).type == type_
+    assert _comparable(_plain(decoded).to_pylist()) == _comparable(values)
+    assert bool(data[5] & 1) == pa.types.is_dictionary(decoded.type) == (name == "string_dict_lz4")
+
+
+def test_every_golden_file_is_checked() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.chunk")) == sorted(GOLDEN_COLUMNS)
+
+
+if __name__ == "__main__":
+    write_golden(Path(__file__).parent / (sys.argv[1] if len(sys.argv) > 1 else "golden/v1"))

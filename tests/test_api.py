@@ -1,0 +1,84 @@
+"""The public Python API: the README's "Python API quick start" runs as written, and the names
+``colonnade`` exports are the ones it documents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import colonnade
+
+pytestmark = pytest.mark.unit
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+HEADING = "## Python API quick start"
+
+
+def quick_start_code() -> str:
+    """The first ```python block after the heading, before the next ``## `` heading."""
+    text = README.read_text(encoding="utf-8")
+    assert HEADING in text, f"README.md has no {HEADING!r} section"
+    section = text.split(HEADING, 1)[1]
+    section = re.split(r"^## ", section, maxsplit=1, flags=re.MULTILINE)[0]
+    match = re.search(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)
+    assert match, f"the {HEADING!r} section of README.md has no ```python block"
+    return match.group(1)
+
+
+def test_readme_python_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = quick_start_code()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COLONNADE_STORE", raising=False)
+    namespace: dict[str, object] = {"__name__": "readme_quick_start"}
+    exec(compile(code, f"{README}:{HEADING}", "exec"), namespace)  # noqa: S102 - documentation under test
+    # it wrote its store where it was run, and nowhere else
+    created = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))
+    assert created and all(name.endswith(".db") for name in created), created
+
+
+def test_readme_quick_start_has_checks() -> None:
+    # the block proves what it shows: a quick start without assertions can rot silently
+    assert quick_start_code().count("assert ") >= 3
+
+
+def test_public_names() -> None:
+    for name in colonnade.__all__:
+        assert getattr(colonnade, name) is not None, name
+    assert issubclass(colonnade.ColonnadeError, Exception)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", colonnade.__version__)
+
+
+def test_connect_accepts_paths_and_sqlite_uris(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COLONNADE_STORE", raising=False)
+    with colonnade.connect("plain.db") as a:
+        a.create_dataset("x", colonnade.DatasetSpec.create("x", _schema()).schema)
+    with colonnade.connect("sqlite:///plain.db") as b:
+        assert b.datasets() == ["x"]
+    with colonnade.connect(f"sqlite:///{tmp_path / 'abs.db'}") as c:
+        assert c.datasets() == []
+    assert (tmp_path / "abs.db").exists()
+    with colonnade.connect() as default:
+        assert default.datasets() == []
+    assert (tmp_path / "colonnade.db").exists()
+    monkeypatch.setenv("COLONNADE_STORE", str(tmp_path / "from-env.db"))
+    with colonnade.connect() as env:
+        assert env.datasets() == []
+    assert (tmp_path / "from-env.db").exists()
+
+
+def test_bad_store_uris_are_config_errors() -> None:
+    from colonnade.errors import ConfigError
+
+    for uri in ("mysql://host/db", "sqlite://", "cassandra:///ks", "cassandra://h/", "cassandra://u:pw@h/ks",
+                "cassandra://h/ks?bogus=1"):
+        with pytest.raises(ConfigError):
+            colonnade.connect(uri)
+
+
+def _schema():  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.int64())])
