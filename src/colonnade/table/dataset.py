@@ -137,13 +137,17 @@ class Dataset:
         raise CommitConflictError(self.name, version)
 
     # -- writing
-    def conform(self, batch: pa.RecordBatch, schema: pa.Schema | None = None) -> pa.RecordBatch:
-        """Reorder and safely cast a batch to the dataset schema, or raise SchemaError with a diff."""
+    def conform(self, batch: pa.RecordBatch, schema: pa.Schema | None = None,
+                allow_missing: bool = False) -> pa.RecordBatch:
+        """Reorder and safely cast a batch to the dataset schema, or raise SchemaError with a diff.
+
+        Columns missing from the batch are filled with nulls only when ``allow_missing``
+        (schema mode ``merge``)."""
         schema = schema or self.spec.schema
         names = batch.schema.names
         if set(names) != set(schema.names):
             missing_only = set(names) < set(schema.names)
-            if not missing_only:
+            if not (missing_only and allow_missing):
                 raise SchemaError(f"schema of the data differs from dataset {self.name!r}:\n"
                                   + schema_diff(schema, batch.schema))
         arrays = []
@@ -211,7 +215,7 @@ class Dataset:
         writer = SegmentWriter(self.store, self.spec, commit.id, settings)
         try:
             for batch in _chain(first, batches):
-                conformed = self.conform(batch)
+                conformed = self.conform(batch, allow_missing=schema_mode == "merge")
                 writer.write(conformed)
                 if on_batch is not None:
                     on_batch(batch)
