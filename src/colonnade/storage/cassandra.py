@@ -1,0 +1,747 @@
+"""The Cassandra store: chunks, segment rows and the commit log in one keyspace.
+
+One column of one partition value is stored as one contiguous slice of one Cassandra partition
+(capped by ``bucket``), so reading a column of many segments is one query per slice instead of
+one per chunk; chunk cells are at most 1 MiB (larger chunks are split into parts and put back
+together on read); the commit record is the only write that needs agreement and is a
+lightweight transaction (``INSERT ... IF NOT EXISTS``) on ``(dataset, version)``. Everything
+else is an idempotent upsert written with prepared statements, token-aware routing and a bound
+on the bytes in flight, and may be retried. Small index tables make listing and dropping a
+dataset a handful of single-partition queries instead of full-table scans. Tables::
+
+    datasets    (name PRIMARY KEY, spec, created)                  create/update/drop are LWTs
+    commits     ((dataset), version, payload, at)                  INSERT ... IF NOT EXISTS
+    partitions  ((dataset), partition)                             partition values in use
+    segments    ((dataset, partition), segment, commit, rows, bucket, stats)
+    chunks      ((dataset, partition, column, bucket), segment, part, parts, data)
+                                                                   SSTable compression off
+    chunk_index ((dataset, partition), column, bucket, segment, bytes)
+                                                                   sizes; finds chunk slices
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import queue
+import ssl
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cassandra import (
+    AuthenticationFailed,
+    ConsistencyLevel,
+    CoordinationFailure,
+    DriverException,
+    OperationTimedOut,
+    ProtocolVersion,
+    ReadTimeout,
+    Unavailable,
+    UnresolvableContactPoints,
+    WriteTimeout,
+)
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+from cassandra.concurrent import execute_concurrent_with_args
+from cassandra.connection import ConnectionBusy
+from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy, WriteType
+from cassandra.pool import NoConnectionsAvailable
+from cassandra.query import BatchStatement, BatchType, tuple_factory
+
+from colonnade.config import StoreURI
+from colonnade.errors import (
+    CommitConflictError,
+    ConfigError,
+    DatasetExistsError,
+    DatasetNotFoundError,
+    StoreError,
+    UnavailableError,
+)
+from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
+
+PART_BYTES = 1 << 20  # largest chunk cell; bigger chunks are split into parts
+_READ_GROUPS = 8  # chunk queries in flight in get_chunks
+_MAX_REQUESTS = 256  # writes in flight, whatever their size
+_PAGE_ROWS = (4, 32, 500)  # rows per page of a chunk query: least, before sizes are known, most
+_IN_SEGMENTS = 256  # segments per `segment IN ?` query
+_INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
+_PASSWORD_ENV = "COLONNADE_CASSANDRA_PASSWORD"
+
+_TABLES = {
+    "datasets": "(name text PRIMARY KEY, spec text, created timestamp)",
+    "commits": "(dataset text, version bigint, payload blob, at timestamp,"
+               " PRIMARY KEY ((dataset), version)) WITH CLUSTERING ORDER BY (version ASC)",
+    "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
+    "segments": "(dataset text, partition text, segment text, commit text, rows bigint,"
+                " bucket int, stats blob, PRIMARY KEY ((dataset, partition), segment))",
+    # Chunks are compressed already: SSTable compression would only burn CPU on every read.
+    "chunks": "(dataset text, partition text, column text, bucket int, segment text, part int,"
+              " parts int, data blob, PRIMARY KEY ((dataset, partition, column, bucket), segment, part))"
+              " WITH compression = {'enabled': 'false'}",
+    "chunk_index": "(dataset text, partition text, column text, bucket int, segment text,"
+                   " bytes bigint, PRIMARY KEY ((dataset, partition), column, bucket, segment))",
+}
+
+
+# -- settings -------------------------------------------------------------------------------
+def _option(options: dict[str, str], key: str, default: Any, parse: Any, expected: str) -> Any:
+    text = options.get(key, "").strip()
+    if not text:
+        return default
+    try:
+        return parse(text)
+    except (ValueError, KeyError):
+        raise ConfigError(f"cassandra option {key} must be {expected}, got {text!r}") from None
+
+
+def _flag(text: str) -> bool:
+    return {"1": True, "true": True, "yes": True, "on": True,
+            "0": False, "false": False, "no": False, "off": False}[text.lower()]
+
+
+def _positive(text: str) -> float:
+    if not float(text) > 0:
+        raise ValueError(text)
+    return float(text)
+
+
+def _level(serial: bool) -> Any:
+    def parse(text: str) -> int:
+        level = ConsistencyLevel.name_to_value[text.upper()]
+        if ConsistencyLevel.is_serial(level) != serial:
+            raise ValueError(text)
+        return int(level)
+    return parse
+
+
+def _replication(text: str) -> dict[str, Any]:
+    """``3`` → SimpleStrategy RF 3; ``dc1:3,dc2:2`` → NetworkTopologyStrategy."""
+    if ":" not in text:
+        return {"class": "SimpleStrategy", "replication_factor": int(_positive(text))}
+    dcs = {dc.strip(): int(n) for dc, _, n in (item.partition(":") for item in text.split(","))}
+    if any(not dc or n < 1 for dc, n in dcs.items()):
+        raise ValueError(text)
+    return {"class": "NetworkTopologyStrategy", **dcs}
+
+
+@dataclass(frozen=True)
+class CassandraSettings:
+    """The typed form of a cassandra:// URI's options."""
+
+    replication: dict[str, Any]
+    read_consistency: int
+    write_consistency: int
+    serial_consistency: int
+    local_dc: str | None
+    connect_timeout: float
+    request_timeout: float
+    max_inflight_bytes: int
+    compression: bool | str  # of the native protocol; chunks are compressed already
+    ssl_context: ssl.SSLContext | None
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> CassandraSettings:
+        def level(key: str, default: int, serial: bool = False) -> int:
+            names = "SERIAL or LOCAL_SERIAL" if serial else "a consistency level (e.g. LOCAL_QUORUM)"
+            return int(_option(options, key, default, _level(serial), names))
+
+        both = level("consistency", ConsistencyLevel.LOCAL_QUORUM)
+        wire = {"none": False, "false": False, "true": True, "lz4": "lz4", "snappy": "snappy"}
+        return cls(
+            replication=_option(options, "replication", _replication("1"), _replication,
+                                "N or dc1:N,dc2:M"),
+            read_consistency=level("read_consistency", both),
+            write_consistency=level("write_consistency", both),
+            serial_consistency=level("serial_consistency", ConsistencyLevel.LOCAL_SERIAL, True),
+            local_dc=options.get("local_dc") or None,
+            connect_timeout=_option(options, "connect_timeout", 10.0, _positive, "seconds > 0"),
+            request_timeout=_option(options, "request_timeout", 30.0, _positive, "seconds > 0"),
+            max_inflight_bytes=int(_option(options, "max_inflight_mb", 64.0, _positive, "MiB > 0")
+                                   * 2**20),
+            compression=_option(options, "compression", False, lambda t: wire[t.lower()],
+                                "none, lz4 or snappy"),
+            ssl_context=_ssl_context(options),
+        )
+
+
+def _ssl_context(options: dict[str, str]) -> ssl.SSLContext | None:
+    files = {k: os.path.expanduser(options[k]) for k in ("ssl_ca", "ssl_cert", "ssl_key") if options.get(k)}
+    if not _option(options, "ssl", bool(files), _flag, "true or false"):
+        if files:
+            raise ConfigError(f"cassandra options {', '.join(files)} need ssl=true")
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificate and host name
+    try:
+        if not _option(options, "ssl_verify", True, _flag, "true or false"):
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif "ssl_ca" in files:
+            context.load_verify_locations(cafile=files["ssl_ca"])
+        else:
+            context.load_default_certs()
+        if "ssl_cert" in files:
+            context.load_cert_chain(files["ssl_cert"], files.get("ssl_key"))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load TLS files: {exc}") from None
+    return context
+
+
+def _password(uri: StoreURI) -> str:
+    """The password of ``uri.user``: environment, then password_file, then a prompt on a TTY."""
+    if uri.password:
+        return uri.password
+    if os.environ.get(_PASSWORD_ENV):
+        return os.environ[_PASSWORD_ENV]
+    path = uri.options.get("password_file")
+    if path:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as fh:
+                return fh.read().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read password_file {path}: {exc.strerror}") from None
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass(f"Cassandra password for {uri.user}: ")
+    raise ConfigError(f"no password for Cassandra user {uri.user!r}: set {_PASSWORD_ENV} "
+                      f"or add ?password_file=PATH to the store URI")
+
+
+# -- driver plumbing ------------------------------------------------------------------------
+class _IdempotentRetryPolicy(RetryPolicy):
+    """Retry what is safe to run twice, and nothing else: a retried LWT that had in fact been
+    applied would come back "not applied" and look like a lost commit."""
+
+    def on_write_timeout(self, query, consistency, write_type, required_responses,
+                         received_responses, retry_num):
+        if getattr(query, "is_idempotent", False) and retry_num == 0 and write_type in (
+                WriteType.SIMPLE, WriteType.BATCH, WriteType.UNLOGGED_BATCH):
+            return self.RETRY, consistency
+        return self.RETHROW, None
+
+    def on_unavailable(self, query, consistency, required_replicas, alive_replicas, retry_num):
+        return self.RETHROW, None  # other coordinators see the same replicas: report it now
+
+    def on_request_error(self, query, consistency, error, retry_num):
+        if getattr(query, "is_idempotent", False) and retry_num < 2:
+            return self.RETRY_NEXT_HOST, None
+        return self.RETHROW, None
+
+
+def _level_name(level: int | None) -> str:
+    return ConsistencyLevel.value_to_name.get(level, str(level))
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _busy(exc: BaseException) -> bool:
+    """True when the driver refused to send (its socket buffer was full): nothing reached the
+    server, so sending again later is safe for any statement."""
+    if not isinstance(exc, NoHostAvailable) or not exc.errors:
+        return False
+    return all(isinstance(e, ConnectionBusy | NoConnectionsAvailable) for e in exc.errors.values())
+
+
+class _Window:
+    """Runs many ``execute_async`` calls with at most ``max_bytes`` and ``max_requests`` in
+    flight. Requests the driver refuses as busy are sent again after a pause, for up to
+    ``patience`` seconds each; the first real failure stops everything."""
+
+    def __init__(self, session: Any, max_bytes: int, patience: float) -> None:
+        self._session, self._max_bytes, self._patience = session, max_bytes, patience
+        self._bytes = self._requests = 0
+        self._again: deque[tuple[Any, int, float]] = deque()
+        self._cond = threading.Condition()
+        self.error: BaseException | None = None
+
+    def submit(self, statement: Any, size: int) -> None:
+        while True:
+            with self._cond:
+                while self.error is None and not self._again and self._requests and (
+                        self._bytes + size > self._max_bytes or self._requests >= _MAX_REQUESTS):
+                    self._cond.wait()
+                if self.error is not None:
+                    return
+                if not self._again:
+                    self._bytes += size
+                    self._requests += 1
+                    break
+            self._resend()
+        self._send(statement, size, time.monotonic())
+
+    def wait(self) -> BaseException | None:
+        """Wait for everything submitted; the first failure, if any."""
+        while True:
+            with self._cond:
+                while self._requests and not self._again:
+                    self._cond.wait()
+                if not self._requests:
+                    return self.error
+            self._resend()
+
+    def _resend(self) -> None:
+        time.sleep(0.001)  # let the driver's event loop drain the socket
+        with self._cond:
+            again, self._again = self._again, deque()
+        for statement, size, since in again:
+            if self.error is None:
+                self._send(statement, size, since)
+            else:
+                self._release(size)
+
+    def _send(self, statement: Any, size: int, since: float) -> None:
+        try:
+            future = self._session.execute_async(statement, execution_profile="write")
+        except Exception as exc:
+            self._failed(exc, statement, size, since)
+            return
+        future.add_callbacks(lambda _rows: self._release(size), self._failed,
+                             errback_args=(statement, size, since))
+
+    def _failed(self, exc: BaseException, statement: Any, size: int, since: float) -> None:
+        with self._cond:
+            if _busy(exc) and self.error is None and time.monotonic() - since < self._patience:
+                self._again.append((statement, size, since))
+                self._cond.notify_all()
+                return
+            self.error = self.error or exc
+        self._release(size)
+
+    def _release(self, size: int) -> None:
+        with self._cond:
+            self._bytes -= size
+            self._requests -= 1
+            self._cond.notify_all()
+
+
+_STATEMENTS = {  # name: CQL; LWTs are not idempotent (see _IdempotentRetryPolicy)
+    "create": "INSERT INTO {ks}.datasets (name, spec, created) VALUES (?, ?, ?) IF NOT EXISTS",
+    "get": "SELECT spec FROM {ks}.datasets WHERE name = ?",
+    "update": "UPDATE {ks}.datasets SET spec = ? WHERE name = ? IF EXISTS",
+    "names": "SELECT name FROM {ks}.datasets",
+    "undataset": "DELETE FROM {ks}.datasets WHERE name = ? IF EXISTS",
+    "commit": "INSERT INTO {ks}.commits (dataset, version, payload, at) VALUES (?, ?, ?, ?)"
+              " IF NOT EXISTS",
+    "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?",
+    "uncommits": "DELETE FROM {ks}.commits WHERE dataset = ?",
+    "partition": "INSERT INTO {ks}.partitions (dataset, partition) VALUES (?, ?)",
+    "partitions": "SELECT partition FROM {ks}.partitions WHERE dataset = ?",
+    "unpartitions": "DELETE FROM {ks}.partitions WHERE dataset = ?",
+    "segment": "INSERT INTO {ks}.segments (dataset, partition, segment, commit, rows, bucket, stats)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "segments": "SELECT partition, segment, commit, rows, bucket, stats FROM {ks}.segments"
+                " WHERE dataset = ? AND partition = ?",
+    "unsegment": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ? AND segment = ?",
+    "unsegments": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ?",
+    "chunk": "INSERT INTO {ks}.chunks (dataset, partition, column, bucket, segment, part, parts, data)"
+             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "chunks": "SELECT segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition = ?"
+              " AND column = ? AND bucket = ? AND segment IN ?",
+    "unchunk": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
+               " AND bucket = ? AND segment = ?",
+    "unchunks": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
+                " AND bucket = ?",
+    "index": "INSERT INTO {ks}.chunk_index (dataset, partition, column, bucket, segment, bytes)"
+             " VALUES (?, ?, ?, ?, ?, ?)",
+    "indexes": "SELECT column, bucket, bytes FROM {ks}.chunk_index WHERE dataset = ? AND partition = ?",
+    "unindex": "DELETE FROM {ks}.chunk_index WHERE dataset = ? AND partition = ? AND column = ?"
+               " AND bucket = ? AND segment = ?",
+    "unindexes": "DELETE FROM {ks}.chunk_index WHERE dataset = ? AND partition = ?",
+}
+
+
+# -- the store ------------------------------------------------------------------------------
+class CassandraStore(ChunkStore):
+    """A ChunkStore in one Cassandra keyspace (see the module docstring for the layout)."""
+
+    def __init__(self, uri: StoreURI) -> None:
+        self.uri = uri.display
+        self.settings = s = CassandraSettings.from_options(uri.options)
+        self.keyspace = uri.keyspace
+        self._user = uri.user
+        self._where = ",".join(f"{h}:{uri.port}" for h in uri.hosts)
+        self._secret = _password(uri) if uri.user else None
+        self._uncertain: set[str] = set()  # datasets whose last commit has an unknown outcome
+
+        def profile(level: int, serial: int | None = None, timeout: float = s.request_timeout) -> Any:
+            return ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+                retry_policy=_IdempotentRetryPolicy(), consistency_level=level,
+                serial_consistency_level=serial, request_timeout=timeout, row_factory=tuple_factory)
+
+        try:
+            self._cluster = Cluster(
+                contact_points=list(uri.hosts), port=uri.port, compression=s.compression,
+                auth_provider=PlainTextAuthProvider(uri.user, self._secret) if uri.user else None,
+                ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
+                control_connection_timeout=s.connect_timeout,
+                max_schema_agreement_wait=max(10, int(s.request_timeout)),
+                execution_profiles={  # the default one runs schema changes
+                    EXEC_PROFILE_DEFAULT: profile(s.write_consistency, None, max(60.0, s.request_timeout)),
+                    "read": profile(s.read_consistency),
+                    "write": profile(s.write_consistency),
+                    "commit": profile(s.write_consistency, s.serial_consistency),
+                    "serial_read": profile(s.serial_consistency),
+                })
+        except UnresolvableContactPoints as exc:
+            raise self._error(exc, "connect") from None
+        except ValueError as exc:  # e.g. a wire compression whose module is missing
+            raise ConfigError(f"cassandra store options: {exc}") from None
+        # Protocol v4, negotiated down if need be (not pinned). Not v5: the driver (3.29-3.30)
+        # re-copies its whole receive buffer for every 128 KiB v5 segment, which made reading
+        # 390 MiB of chunks take 96 s instead of 2.8 s at 16 queries in flight (measured).
+        self._cluster.protocol_version = ProtocolVersion.V4
+        try:
+            self._session = self._cluster.connect()
+            self._create_schema()
+            self._q = {}
+            for name, cql in _STATEMENTS.items():
+                self._q[name] = self._session.prepare(cql.format(ks=self.keyspace))
+                self._q[name].is_idempotent = " IF " not in cql
+        except BaseException as exc:
+            self._cluster.shutdown()
+            if isinstance(exc, DriverException | NoHostAvailable):
+                raise self._error(exc, "connect") from None
+            raise
+
+    def _create_schema(self) -> None:
+        ks = self._cluster.metadata.keyspaces.get(self.keyspace)
+        if ks is None:
+            options = ", ".join(f"'{k}': '{v}'" for k, v in self.settings.replication.items())
+            self._session.execute(f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} "
+                                  f"WITH replication = {{{options}}}")
+            ks = self._cluster.metadata.keyspaces.get(self.keyspace)
+        missing = [t for t in _TABLES if ks is None or t not in ks.tables]
+        for table in missing:
+            self._session.execute(f"CREATE TABLE IF NOT EXISTS {self.keyspace}.{table} {_TABLES[table]}")
+        if missing and not self._cluster.control_connection.wait_for_schema_agreement():
+            raise StoreError(f"{self.uri}: nodes did not agree on the schema; check that all "
+                             f"nodes are up and retry")
+
+    # -- errors -----------------------------------------------------------------------------
+    def _reason(self, exc: BaseException) -> str:
+        """Why one host could not be used, in a few words."""
+        if isinstance(exc, OperationTimedOut):
+            text = exc.errors if isinstance(exc.errors, str) else "timed out"
+        else:
+            text = str(exc.args[1] if isinstance(exc, OSError) and len(exc.args) > 1 else exc)
+        if "does not support protocol version" in text:  # something answered, but not in CQL
+            return "the server does not speak the CQL native protocol (wrong port?)"
+        return _one_line(text.rsplit("Last error: ", 1)[-1])
+
+    def _error(self, exc: BaseException, action: str) -> StoreError:
+        """One readable line for a driver exception; never the password."""
+        error = self._describe(exc, action, f"Cassandra at {self._where}")
+        if self._secret and self._secret in str(error):
+            error.args = (str(error).replace(self._secret, "***"),)
+        return error
+
+    def _describe(self, exc: BaseException, action: str, where: str) -> StoreError:
+        if isinstance(exc, NoHostAvailable):
+            causes = list((exc.errors or {}).values())
+            inner = next((e for e in causes if isinstance(
+                e, AuthenticationFailed | Unavailable | ReadTimeout | WriteTimeout)), None)
+            if inner is not None:
+                return self._describe(inner, action, where)
+            return StoreError(f"cannot reach {where}: "
+                              f"{self._reason(causes[0]) if causes else 'no host is up'}")
+        if isinstance(exc, AuthenticationFailed):
+            return StoreError(f"authentication failed for user {self._user!r} at {where}: check the "
+                              f"user name and the password ({_PASSWORD_ENV} or password_file)")
+        if isinstance(exc, UnresolvableContactPoints):
+            return StoreError(f"cannot reach {where}: no host name resolves")
+        if isinstance(exc, Unavailable):
+            level = _level_name(exc.consistency)
+            return UnavailableError(
+                f"{action} failed on {where}: not enough replicas for {level}: "
+                f"{exc.required_replicas} required, {exc.alive_replicas} alive",
+                consistency=level, required=exc.required_replicas, alive=exc.alive_replicas)
+        if isinstance(exc, WriteTimeout | ReadTimeout):
+            kind = "write" if isinstance(exc, WriteTimeout) else "read"
+            return StoreError(f"{action} failed on {where}: {kind} timed out at "
+                              f"{_level_name(exc.consistency)} ({exc.received_responses} of "
+                              f"{exc.required_responses} replicas answered)")
+        if isinstance(exc, OperationTimedOut):
+            return StoreError(f"{action} failed on {where}: no answer within "
+                              f"{self.settings.request_timeout:g} s (client timeout)")
+        if isinstance(exc, CoordinationFailure):
+            return StoreError(f"{action} failed on {where}: {exc.failures} replica(s) failed at "
+                              f"{_level_name(exc.consistency)}")
+        message = getattr(exc, "summary", None) or getattr(exc, "message", None) or exc
+        return StoreError(f"{action} failed on {where}: {_one_line(str(message))}")
+
+    # -- running statements -----------------------------------------------------------------
+    def _call(self, call: Any, action: str) -> Any:
+        """``call()``, again while the driver refuses it as busy; driver errors mapped."""
+        since = time.monotonic()
+        while True:
+            try:
+                return call()
+            except (DriverException, NoHostAvailable) as exc:
+                if not _busy(exc) or time.monotonic() - since > self.settings.request_timeout:
+                    raise self._error(exc, action) from None
+            time.sleep(0.002)
+
+    def _rows(self, key: str, params: Sequence[Any], action: str, profile: str = "read") -> list[Any]:
+        """All rows of one statement (further pages are fetched while iterating)."""
+        statement = self._q[key].bind(params)
+        statement.fetch_size = 1000
+        return self._call(lambda: list(self._session.execute(statement, execution_profile=profile)),
+                          action)
+
+    def _applied(self, key: str, params: Sequence[Any], action: str) -> bool:
+        """Run a lightweight transaction; whether it was applied."""
+        return bool(self._rows(key, params, action, "commit")[0][0])
+
+    def _many(self, key: str, params: Sequence[Sequence[Any]], action: str) -> list[list[Any]]:
+        """Run one read for many parameter tuples concurrently; all rows of each, in order."""
+        def run() -> list[list[Any]]:
+            results = execute_concurrent_with_args(self._session, self._q[key], params,
+                                                   concurrency=32, execution_profile="read")
+            return [list(result) for _ok, result in results]
+        return self._call(run, action) if params else []
+
+    def _write_all(self, statements: Iterable[tuple[str, Sequence[Any], int]], action: str) -> None:
+        """Idempotent writes, concurrently, with at most ``max_inflight_bytes`` in flight."""
+        window = _Window(self._session, self.settings.max_inflight_bytes, self.settings.request_timeout)
+        try:
+            for key, params, size in statements:
+                if key == "index":  # rows of one partition
+                    statement: Any = BatchStatement(BatchType.UNLOGGED)
+                    statement.is_idempotent = True
+                    for row in params:
+                        statement.add(self._q[key], row)
+                else:
+                    statement = self._q[key].bind(params)
+                window.submit(statement, size)
+                if window.error is not None:
+                    break
+        finally:
+            error = window.wait()
+        if error is not None:
+            raise self._error(error, action) from None
+
+    def _partitions(self, dataset: str, action: str) -> list[str]:
+        return [row[0] for row in self._rows("partitions", (dataset,), action)]
+
+    # -- datasets ---------------------------------------------------------------------------
+    def create_dataset(self, name: str, spec: str) -> None:
+        if not self._applied("create", (name, spec, datetime.now(UTC)), f"create dataset {name!r}"):
+            raise DatasetExistsError(name)
+
+    def get_dataset(self, name: str) -> str:
+        rows = self._rows("get", (name,), f"read dataset {name!r}")
+        if not rows:
+            raise DatasetNotFoundError(name)
+        return str(rows[0][0])
+
+    def update_dataset(self, name: str, spec: str) -> None:
+        if not self._applied("update", (spec, name), f"update dataset {name!r}"):
+            raise DatasetNotFoundError(name)
+
+    def list_datasets(self) -> list[str]:
+        return sorted(row[0] for row in self._rows("names", (), "list datasets"))
+
+    def drop_dataset(self, name: str) -> None:
+        action = f"drop dataset {name!r}"
+        self.get_dataset(name)
+        partitions = self._partitions(name, action)
+        indexes = self._many("indexes", [(name, p) for p in partitions], action)
+        slices = {(p, column, bucket) for p, rows in zip(partitions, indexes, strict=True)
+                  for column, bucket, _size in rows}
+        # Data first, the dataset row last: a drop cut short can be run again, and the name is
+        # never free while anything of the old dataset could still be read under it.
+        self._write_all([*(("unchunks", (name, *key), 0) for key in slices),
+                         *(("unindexes", (name, p), 0) for p in partitions),
+                         *(("unsegments", (name, p), 0) for p in partitions),
+                         ("unpartitions", (name,), 0), ("uncommits", (name,), 0)], action)
+        if not self._applied("undataset", (name,), action):
+            raise DatasetNotFoundError(name)
+
+    # -- data -------------------------------------------------------------------------------
+    def put_chunks(self, dataset: str, chunks: Sequence[tuple[ChunkRef, bytes]]) -> None:
+        def writes() -> Iterator[tuple[str, Sequence[Any], int]]:
+            index: dict[str, list[tuple[Any, ...]]] = {}
+            for ref, data in chunks:
+                index.setdefault(ref.partition, []).append(
+                    (dataset, ref.partition, ref.column, ref.bucket, ref.segment, len(data)))
+            for partition, rows in index.items():
+                yield "partition", (dataset, partition), 0
+                for i in range(0, len(rows), _INDEX_BATCH):  # one partition: unlogged batches
+                    yield "index", rows[i:i + _INDEX_BATCH], 0
+            for ref, data in chunks:
+                key = (dataset, ref.partition, ref.column, ref.bucket, ref.segment)
+                count = max(1, -(-len(data) // PART_BYTES))
+                if count == 1:  # the common case: bind the caller's bytes, no copy
+                    yield "chunk", (*key, 0, 1, data), len(data)
+                    continue
+                view = memoryview(data)
+                for part in range(count):
+                    piece = view[part * PART_BYTES:(part + 1) * PART_BYTES]
+                    yield "chunk", (*key, part, count, piece), len(piece)
+
+        self._write_all(writes(), f"write chunks of dataset {dataset!r}")
+
+    def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
+        # One query per slice (partition, column, bucket) for all its wanted segments.
+        groups: dict[tuple[str, str, int], dict[str, list[ChunkRef]]] = {}
+        for ref in refs:
+            group = groups.setdefault((ref.partition, ref.column, ref.bucket), {})
+            group.setdefault(ref.segment, []).append(ref)
+        tasks: deque[_ChunkQuery] = deque()
+        for key, wanted in groups.items():
+            segments = sorted(wanted)
+            for i in range(0, len(segments), _IN_SEGMENTS):
+                tasks.append(_ChunkQuery(key, {s: wanted[s] for s in segments[i:i + _IN_SEGMENTS]}))
+        return self._fetch(dataset, tasks)
+
+    def _fetch(self, dataset: str, tasks: deque[_ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
+        action = f"read chunks of dataset {dataset!r}"
+        patience = self.settings.request_timeout
+        arrived: queue.Queue[tuple[_ChunkQuery, Any, bool, BaseException | None]] = queue.Queue()
+        running, received = 0, False
+        # Pages hold about max_inflight_bytes / _READ_GROUPS, sized from the largest cell seen
+        # so far in the column (or in any); one query runs alone until the first page arrives.
+        budget = self.settings.max_inflight_bytes // _READ_GROUPS
+        largest: dict[str, int] = {}
+
+        def start(task: _ChunkQuery) -> None:
+            statement = self._q["chunks"].bind((dataset, *task.key, list(task.wanted)))
+            cell = largest.get(task.key[1]) or max(largest.values(), default=0)
+            least, first, most = _PAGE_ROWS
+            statement.fetch_size = max(least, min(most, budget // cell)) if cell else first
+            task.future = future = self._session.execute_async(statement, execution_profile="read")
+            future.add_callbacks(lambda rows: arrived.put((task, rows, future.has_more_pages, None)),
+                                 errback=lambda exc: arrived.put((task, None, False, exc)))
+
+        try:
+            while tasks or running:
+                while tasks and running < (_READ_GROUPS if received else 1):
+                    start(tasks.popleft())
+                    running += 1
+                try:
+                    task, rows, more, exc = arrived.get(timeout=3 * patience)
+                except queue.Empty:
+                    raise StoreError(f"{action} failed on Cassandra at {self._where}: no progress "
+                                     f"for {3 * patience:g} s") from None
+                if exc is not None:
+                    if not _busy(exc) or time.monotonic() - task.since > patience:
+                        raise self._error(exc, action) from None
+                    time.sleep(0.002)  # the driver refused to send: nothing reached the server
+                    task.future.start_fetching_next_page() if task.pages else start(task)
+                    continue
+                task.pages, task.since, received = task.pages + 1, time.monotonic(), True
+                if rows:
+                    column = task.key[1]
+                    largest[column] = max(largest.get(column, 1), *(len(r[3] or b"") for r in rows))
+                if more:  # ask for the next page before handing this one out
+                    task.future.start_fetching_next_page()
+                else:
+                    running -= 1
+                yield from task.feed(rows, last=not more)
+        except (DriverException, NoHostAvailable) as exc:
+            raise self._error(exc, action) from None
+
+    def put_segments(self, dataset: str, segments: Sequence[SegmentRow]) -> None:
+        self._write_all([
+            *(("partition", (dataset, p), 0) for p in {s.partition for s in segments}),
+            *(("segment", (dataset, s.partition, s.segment, s.commit, s.rows, s.bucket, s.stats),
+               len(s.stats)) for s in segments),
+        ], f"write segments of dataset {dataset!r}")
+
+    def get_segments(self, dataset: str, partitions: Collection[str] | None = None) -> list[SegmentRow]:
+        action = f"read segments of dataset {dataset!r}"
+        if partitions is None:
+            partitions = self._partitions(dataset, action)
+        results = self._many("segments", [(dataset, p) for p in dict.fromkeys(partitions)], action)
+        return [SegmentRow(p, segment, commit, rows, bucket, stats or b"")
+                for result in results for p, segment, commit, rows, bucket, stats in result]
+
+    def delete_segments(self, dataset: str, segments: Sequence[SegmentRow], columns: Sequence[str]) -> None:
+        action = f"delete segments of dataset {dataset!r}"
+        # Chunks before segment rows: if this is cut short, vacuum finds the segment again.
+        self._write_all([(key, (dataset, s.partition, c, s.bucket, s.segment), 0)
+                         for s in segments for c in columns for key in ("unchunk", "unindex")], action)
+        self._write_all([("unsegment", (dataset, s.partition, s.segment), 0) for s in segments], action)
+
+    # -- commit log -------------------------------------------------------------------------
+    def commit(self, dataset: str, version: int, payload: bytes) -> None:
+        action = f"commit version {version} of dataset {dataset!r}"
+        try:
+            applied = self._applied("commit", (dataset, version, payload, datetime.now(UTC)), action)
+        except UnavailableError:
+            raise  # refused before any replica was asked: nothing was written
+        except StoreError as exc:
+            self._uncertain.add(dataset)  # Paxos may have started: the outcome is unknown
+            raise StoreError(f"{exc} (the commit may or may not have been applied)") from None
+        if not applied:
+            raise CommitConflictError(dataset, version)
+
+    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
+        # After a commit of unknown outcome, a SERIAL read finishes (or discards) any Paxos
+        # round still in progress, so what it returns is final.
+        profile = "serial_read" if dataset in self._uncertain else "read"
+        rows = self._rows("commits", (dataset, after), f"read the commit log of dataset {dataset!r}",
+                          profile)
+        self._uncertain.discard(dataset)
+        return [(int(version), bytes(payload)) for version, payload in rows]
+
+    def stored_bytes(self, dataset: str) -> dict[str, int] | None:
+        action = f"read chunk sizes of dataset {dataset!r}"
+        partitions = self._partitions(dataset, action)
+        totals: dict[str, int] = {}
+        for rows in self._many("indexes", [(dataset, p) for p in partitions], action):
+            for column, _bucket, size in rows:
+                totals[column] = totals.get(column, 0) + (size or 0)
+        return totals
+
+    def close(self) -> None:
+        self._cluster.shutdown()
+
+
+class _ChunkQuery:
+    """One chunk query (one slice, some segments) and the reassembly of its rows, which arrive
+    in clustering order (segment, part), possibly over several pages."""
+
+    __slots__ = ("key", "wanted", "future", "pages", "since", "_segment", "_parts", "_count")
+
+    def __init__(self, key: tuple[str, str, int], wanted: dict[str, list[ChunkRef]]) -> None:
+        self.key, self.wanted = key, wanted
+        self.future: Any = None
+        self.pages = 0
+        self.since = time.monotonic()  # last progress, for giving up on a busy connection
+        self._segment: str | None = None
+        self._parts: list[bytes] = []
+        self._count = 0
+
+    def feed(self, rows: Iterable[tuple[str, int, int, bytes]], last: bool) -> Iterator[tuple[ChunkRef, bytes]]:
+        for segment, part, count, data in rows:
+            if segment != self._segment:
+                yield from self._flush()
+                self._segment = segment
+            if part == 0:
+                self._count = count or 1
+            if part == len(self._parts) and part < self._count:  # not stale parts of an overwrite
+                self._parts.append(data or b"")
+        if last:
+            yield from self._flush()
+            for refs in self.wanted.values():  # never seen: missing
+                for ref in refs:
+                    yield ref, b""
+            self.wanted = {}
+
+    def _flush(self) -> Iterator[tuple[ChunkRef, bytes]]:
+        if self._segment is None:
+            return
+        parts, self._parts, self._count = self._parts, [], 0
+        data = parts[0] if len(parts) == 1 else b"".join(parts)  # incomplete → checksum fails
+        for ref in self.wanted.pop(self._segment, ()):
+            yield ref, data
+        self._segment = None
