@@ -70,6 +70,8 @@ _READ_GROUPS = 8  # chunk queries in flight in get_chunks
 _MAX_REQUESTS = 256  # writes in flight, whatever their size
 _PAGE_ROWS = (4, 32, 500)  # rows per page of a chunk query: least, before sizes are known, most
 _IN_SEGMENTS = 256  # segments per `segment IN ?` query
+_IN_PARTITIONS = 32  # partitions per `partition IN ?` query
+_IN_PRODUCT = 2048  # partitions x segments a query may name (Cassandra looks up each pair)
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
 _PASSWORD_ENV = "COLONNADE_CASSANDRA_PASSWORD"
 
@@ -337,12 +339,12 @@ _STATEMENTS = {  # name: CQL; LWTs are not idempotent (see _IdempotentRetryPolic
     "segment": "INSERT INTO {ks}.segments (dataset, partition, segment, commit, rows, bucket, stats)"
                " VALUES (?, ?, ?, ?, ?, ?, ?)",
     "segments": "SELECT partition, segment, commit, rows, bucket, stats FROM {ks}.segments"
-                " WHERE dataset = ? AND partition = ?",
+                " WHERE dataset = ? AND partition IN ?",
     "unsegment": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ? AND segment = ?",
     "unsegments": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ?",
     "chunk": "INSERT INTO {ks}.chunks (dataset, partition, column, bucket, segment, part, parts, data)"
              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "chunks": "SELECT segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition = ?"
+    "chunks": "SELECT segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition IN ?"
               " AND column = ? AND bucket = ? AND segment IN ?",
     "unchunk": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
                " AND bucket = ? AND segment = ?",
@@ -590,16 +592,32 @@ class CassandraStore(ChunkStore):
         self._write_all(writes(), f"write chunks of dataset {dataset!r}")
 
     def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
-        # One query per slice (partition, column, bucket) for all its wanted segments.
-        groups: dict[tuple[str, str, int], dict[str, list[ChunkRef]]] = {}
+        # One query per column and bucket for the wanted segments of up to _IN_PARTITIONS
+        # partitions (segment ids are unique, so rows are matched by segment alone): a scan of
+        # many small partitions costs a few queries per column, not one per chunk.
+        groups: dict[tuple[str, int], dict[str, dict[str, list[ChunkRef]]]] = {}
         for ref in refs:
-            group = groups.setdefault((ref.partition, ref.column, ref.bucket), {})
-            group.setdefault(ref.segment, []).append(ref)
+            by_partition = groups.setdefault((ref.column, ref.bucket), {})
+            by_partition.setdefault(ref.partition, {}).setdefault(ref.segment, []).append(ref)
         tasks: deque[_ChunkQuery] = deque()
-        for key, wanted in groups.items():
-            segments = sorted(wanted)
-            for i in range(0, len(segments), _IN_SEGMENTS):
-                tasks.append(_ChunkQuery(key, {s: wanted[s] for s in segments[i:i + _IN_SEGMENTS]}))
+        for (column, bucket), by_partition in groups.items():
+            batch: dict[str, list[ChunkRef]] = {}
+            partitions: list[str] = []
+            for partition in sorted(by_partition):
+                wanted = by_partition[partition]
+                if batch and (len(partitions) >= _IN_PARTITIONS
+                              or (len(partitions) + 1) * (len(batch) + len(wanted)) > _IN_PRODUCT):
+                    tasks.append(_ChunkQuery((tuple(partitions), column, bucket), batch))
+                    batch, partitions = {}, []
+                for segment, seg_refs in wanted.items():
+                    batch[segment] = seg_refs
+                    if len(batch) >= _IN_SEGMENTS:
+                        tasks.append(_ChunkQuery((tuple(partitions + [partition]), column, bucket), batch))
+                        batch, partitions = {}, []
+                if batch and (not partitions or partitions[-1] != partition):
+                    partitions.append(partition)
+            if batch:
+                tasks.append(_ChunkQuery((tuple(partitions), column, bucket), batch))
         return self._fetch(dataset, tasks)
 
     def _fetch(self, dataset: str, tasks: deque[_ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
@@ -613,7 +631,8 @@ class CassandraStore(ChunkStore):
         largest: dict[str, int] = {}
 
         def start(task: _ChunkQuery) -> None:
-            statement = self._q["chunks"].bind((dataset, *task.key, list(task.wanted)))
+            partitions, column, bucket = task.key
+            statement = self._q["chunks"].bind((dataset, list(partitions), column, bucket, list(task.wanted)))
             cell = largest.get(task.key[1]) or max(largest.values(), default=0)
             least, first, most = _PAGE_ROWS
             statement.fetch_size = max(least, min(most, budget // cell)) if cell else first
@@ -660,7 +679,10 @@ class CassandraStore(ChunkStore):
         action = f"read segments of dataset {dataset!r}"
         if partitions is None:
             partitions = self._partitions(dataset, action)
-        results = self._many("segments", [(dataset, p) for p in dict.fromkeys(partitions)], action)
+        unique = list(dict.fromkeys(partitions))
+        # a few multi-partition queries rather than one per partition
+        groups = [(dataset, unique[i:i + _IN_PARTITIONS]) for i in range(0, len(unique), _IN_PARTITIONS)]
+        results = self._many("segments", groups, action)
         return [SegmentRow(p, segment, commit, rows, bucket, stats or b"")
                 for result in results for p, segment, commit, rows, bucket, stats in result]
 
@@ -712,7 +734,7 @@ class _ChunkQuery:
 
     __slots__ = ("key", "wanted", "future", "pages", "since", "_segment", "_parts", "_count")
 
-    def __init__(self, key: tuple[str, str, int], wanted: dict[str, list[ChunkRef]]) -> None:
+    def __init__(self, key: tuple[tuple[str, ...], str, int], wanted: dict[str, list[ChunkRef]]) -> None:
         self.key, self.wanted = key, wanted
         self.future: Any = None
         self.pages = 0
