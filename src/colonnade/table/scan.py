@@ -209,7 +209,7 @@ def _decode(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa
         raise CorruptChunkError(dataset, ref.column, ref.segment, str(exc)) from None
     if array.type != target:
         if pa.types.is_dictionary(array.type) and not pa.types.is_dictionary(target):
-            array = array.dictionary_decode()
+            array = pc.take(array.dictionary, array.indices)
         if array.type != target:
             array = array.cast(target)
     return array
