@@ -14,7 +14,12 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
-from colonnade.errors import CommitConflictError, DatasetExistsError, DatasetNotFoundError, StoreError
+from colonnade.errors import (
+    CommitConflictError,
+    DatasetExistsError,
+    DatasetNotFoundError,
+    StoreError,
+)
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 
 _SCHEMA = """

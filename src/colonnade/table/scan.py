@@ -146,19 +146,16 @@ class Scan:
     # -- reading
     def to_batches(self, plan: ScanPlan | None = None) -> Iterator[pa.RecordBatch]:
         plan = plan or self.plan()
-        out_schema = pa.schema([plan.schema.field(c) for c in plan.columns])
         for batch in _read_segments(self.dataset, plan):
             if self.filter is not None and not self.apply_filter:
                 yield batch  # the consumer filters (and projects) itself
             elif self.filter is not None:
                 table = pa.Table.from_batches([batch]).filter(self.filter)
-                for b in table.select(list(plan.columns)).to_batches():
-                    yield b
+                yield from table.select(list(plan.columns)).to_batches()
             elif len(plan.read_columns) != len(plan.columns):
                 yield batch.select(list(plan.columns))
             else:
                 yield batch
-        del out_schema
 
     def to_reader(self) -> pa.RecordBatchReader:
         plan = self.plan()
