@@ -57,7 +57,12 @@ def fault_point(name: str) -> None:
         n = _counts[name] = _counts.get(name, 0) + 1
     for point, count, action in parse(spec):
         if point == name and count == n:
-            os.kill(os.getpid(), ACTIONS[action])
+            if action == "stop":
+                # directed at this thread, so that it stops before it returns from here (a stop
+                # sent to the process may be taken by another thread while this one runs on)
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            else:
+                os.kill(os.getpid(), ACTIONS[action])  # SIGKILL takes every thread at once
 
 
 def reset() -> None:

@@ -89,7 +89,8 @@ class SQLiteStore(ChunkStore):
                     conn.executemany(sql, rows)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back already (e.g. disk full)
+                    conn.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.uri}: write failed: {exc}") from exc
@@ -127,7 +128,8 @@ class SQLiteStore(ChunkStore):
             conn.execute("DELETE FROM datasets WHERE name = ?", (name,))
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise StoreError(f"{self.uri}: drop failed: {exc}") from exc
 
     # data
@@ -187,7 +189,8 @@ class SQLiteStore(ChunkStore):
                              (dataset, s.partition, s.segment))
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise StoreError(f"{self.uri}: delete failed: {exc}") from exc
 
     # commit log

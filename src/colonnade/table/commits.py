@@ -12,11 +12,14 @@ A reader pins a version and sees exactly the segments added and not removed by c
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from colonnade.errors import CorruptCommitError
@@ -36,12 +39,44 @@ class SegmentEntry:
     dictionary: frozenset[str] = frozenset()  # columns stored dictionary-encoded
 
     def to_json(self) -> list[Any]:
-        return [self.segment, self.partition, self.rows, self.bucket, list(self.values),
+        return [self.segment, self.partition, self.rows, self.bucket, [_value_to_json(v) for v in self.values],
                 sorted(self.dictionary)]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> SegmentEntry:
-        return cls(v[0], v[1], int(v[2]), int(v[3]), tuple(v[4]), frozenset(v[5]))
+        return cls(v[0], v[1], int(v[2]), int(v[3]), tuple(_value_from_json(x) for x in v[4]), frozenset(v[5]))
+
+
+def _value_to_json(v: Any) -> Any:
+    """Partition values as JSON: scalars as they are, other types tagged (a value is never a list)."""
+    if isinstance(v, dt.datetime):
+        return ["timestamp", v.isoformat()]
+    if isinstance(v, dt.date):
+        return ["date", v.isoformat()]
+    if isinstance(v, dt.time):
+        return ["time", v.isoformat()]
+    if isinstance(v, Decimal):
+        return ["decimal", str(v)]
+    if isinstance(v, bytes):
+        return ["binary", base64.b64encode(v).decode()]
+    return v
+
+
+def _value_from_json(v: Any) -> Any:
+    if not isinstance(v, list):
+        return v
+    tag, text = v
+    if tag == "timestamp":
+        return dt.datetime.fromisoformat(text)
+    if tag == "date":
+        return dt.date.fromisoformat(text)
+    if tag == "time":
+        return dt.time.fromisoformat(text)
+    if tag == "decimal":
+        return Decimal(text)
+    if tag == "binary":
+        return base64.b64decode(text)
+    raise ValueError(f"unknown partition value tag {tag!r}")
 
 
 @dataclass(frozen=True)
