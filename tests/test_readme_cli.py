@@ -1,0 +1,41 @@
+"""The README's CLI quick start, run as written in a fresh directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _block(heading: str, language: str) -> str:
+    text = README.read_text()
+    start = text.index(heading)
+    match = re.search(rf"```{language}\n(.*?)```", text[start:], re.S)
+    assert match, f"no {language} block under {heading!r}"
+    return match.group(1)
+
+
+@pytest.mark.unit
+def test_cli_quick_start_runs_as_written(tmp_path: Path) -> None:
+    script = _block("## CLI quick start", "bash")
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("COLONNADE_STORE", None)
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    # the sql answer, the explain numbers, the second ingest adding nothing, verify passing
+    assert re.search(r"Lyon\s+20\.5", out), out
+    assert re.search(r"Nantes\s+23\.25", out), out
+    explain, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
+    assert explain["segments_scanned"] == 1 and explain["segments_total"] == 3
+    assert "already ingested" in result.stderr + out
+    assert (tmp_path / "quickstart.db").exists()
