@@ -3,7 +3,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV ?= $(shell command -v uv 2>/dev/null)
+ifeq ($(strip $(UV)),)
+UV := $(PYTHON) -m uv
+endif
 RUN := $(UV) run --frozen
 CASSANDRA_DIR ?= $(HOME)/.cache/colonnade/cassandra
 PYTEST_ARGS ?=
@@ -13,10 +16,8 @@ PYTEST_ARGS ?=
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-$(UV):
-	@$(PYTHON) -m pip install --quiet --user uv || $(PYTHON) -m pip install --quiet uv
-
-setup: $(UV) ## Install uv (if missing) and the locked dependencies into .venv
+setup: ## Install uv from PyPI (if missing) and the locked dependencies into .venv
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@$(UV) sync --frozen --quiet
 
 demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries

@@ -16,7 +16,7 @@ from colonnade.errors import StoreError, UnavailableError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-OFFSET = 40  # nodes on 127.0.0.41-43, beside any development node on 127.0.0.1
+OFFSET = 10  # nodes on 127.0.0.11-13, beside any development node on 127.0.0.1
 
 
 def _rows(start: int, n: int) -> pa.Table:
