@@ -23,9 +23,9 @@ setup: ## Install uv from PyPI (if missing) and the locked dependencies into .ve
 demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries
 	@$(RUN) colonnade demo
 
-test: setup ## Run every test: starts a local Cassandra node with `colonnade cassandra start` and stops it after
+test: setup ## Run every test (3-node cluster test included): starts a local Cassandra node with `colonnade cassandra start`, stops it after
 	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
-	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 $(RUN) pytest -m "not cluster" $(PYTEST_ARGS) || status=$$?; \
+	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit $$status
 
 test-unit: setup ## Run the tests that need no Cassandra
