@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from colonnade.errors import ConfigError
@@ -144,7 +143,3 @@ class WriteSettings:
     @property
     def ipc_compression(self) -> str:
         return {"zstd": "zstd", "lz4": "lz4", "none": "none"}[self.compression]
-
-
-def resolve_path(path: str) -> Path:
-    return Path(path).expanduser()

@@ -95,14 +95,29 @@ def _ordered_metadata(message: bytes) -> list[tuple[str, str]]:
     return out
 
 
+def _serialized(expr: pc.Expression) -> tuple[list[tuple[str, str]], pa.Buffer]:
+    buf = expr.__reduce__()[1][0]
+    message = pa.ipc.read_message(pa.BufferReader(buf.slice(8))).metadata.to_pybytes()
+    return _ordered_metadata(message), buf
+
+
+def field_names(expr: pc.Expression) -> set[str] | None:
+    """Every column an expression refers to (None if the expression can't be read)."""
+    try:
+        items, _ = _serialized(expr)
+    except Exception:  # noqa: BLE001 - the caller falls back to something coarser
+        return None
+    if any(k == "nested_field_ref" for k, _ in items):
+        return None
+    return {v for k, v in items if k == "field_ref"}
+
+
 def parse_expression(expr: pc.Expression | None) -> Node | None:
     """The predicate tree of a filter expression (None for no filter)."""
     if expr is None:
         return None
     try:
-        buf = expr.__reduce__()[1][0]
-        message = pa.ipc.read_message(pa.BufferReader(buf.slice(8))).metadata.to_pybytes()
-        items = _ordered_metadata(message)
+        items, buf = _serialized(expr)
         table = pa.ipc.open_file(buf).read_all()
         node, pos = _parse(items, 0, table)
         return node if pos == len(items) else Unknown("trailing items")

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.query.expressions import Node, columns_of, parse_expression
+from colonnade.query.expressions import Node, columns_of, field_names, parse_expression
 from colonnade.query.pruning import partition_may_match, segment_may_match
 from colonnade.storage.base import ChunkRef
 from colonnade.table.commits import SegmentEntry, Snapshot
@@ -179,7 +179,11 @@ class Scan:
 
 
 def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:
-    """Columns an expression mentions, found from its text (covers parts pruning can't read)."""
+    """Columns an expression refers to, including parts pruning can't read; if the expression
+    can't be read, every column whose name appears in its text (more than needed, never less)."""
+    names = field_names(expr)
+    if names is not None:
+        return names
     text = str(expr)
     return {name for name in schema.names if name in text}
 
