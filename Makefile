@@ -25,7 +25,7 @@ demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, r
 
 test: setup ## Run every test (3-node cluster test included): starts a local Cassandra node with `colonnade cassandra start`, stops it after
 	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
-	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 COLONNADE_TEST_CASSANDRA_LOCAL=1 $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit $$status
 
 test-unit: setup ## Run the tests that need no Cassandra

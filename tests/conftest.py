@@ -43,6 +43,7 @@ _STORES_ENV = "COLONNADE_TEST_STORES"
 _NODE_ENV = "COLONNADE_TEST_CASSANDRA"
 _DIR_ENV = "COLONNADE_TEST_CASSANDRA_DIR"
 _SLOT_ENV = "COLONNADE_TEST_CASSANDRA_SLOT"
+_LOCAL_ENV = "COLONNADE_TEST_CASSANDRA_LOCAL"
 _STORE_FIXTURES = ("store", "module_store")
 
 
@@ -100,6 +101,13 @@ def cassandra_node() -> Iterator[str]:
     finally:
         if not already_up:
             cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def cassandra_node_is_local(cassandra_node: str) -> bool:
+    """Whether the node is a LocalCluster node on this machine: one this suite started, or one
+    ``$COLONNADE_TEST_CASSANDRA_LOCAL=1`` says is (``make test`` starts it and says so)."""
+    return not os.environ.get(_NODE_ENV) or os.environ.get(_LOCAL_ENV) == "1"
 
 
 @pytest.fixture(scope="session")

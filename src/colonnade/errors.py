@@ -30,9 +30,17 @@ class DatasetNotFoundError(DatasetError):
 
 
 class DatasetExistsError(DatasetError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"dataset {name!r} already exists")
+    """The name is taken: by a dataset of that name, or of a name that differs only in case
+    (``existing``), which SQL could not tell apart."""
+
+    def __init__(self, name: str, existing: str | None = None) -> None:
+        if existing is None or existing == name:
+            super().__init__(f"dataset {name!r} already exists")
+        else:
+            super().__init__(f"dataset {name!r} would collide with dataset {existing!r}: names that "
+                             f"differ only in case are one name in SQL (to use it, say {existing!r})")
         self.name = name
+        self.existing = existing or name
 
 
 class SchemaError(DatasetError):

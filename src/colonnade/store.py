@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from colonnade.config import default_store_uri, parse_store_uri
-from colonnade.errors import DatasetNotFoundError, QueryError, SchemaError
+from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryError, SchemaError
 from colonnade.query.adapter import ColonnadeArrowDataset
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
@@ -80,28 +80,82 @@ class Store:
     # -- datasets
     def create_dataset(self, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
                        sort_by: str | list[str] | None = None, segment_rows: int | None = None,
-                       compression: str | None = None) -> Dataset:
+                       compression: str | None = None, exist_ok: bool = False) -> Dataset:
+        """Create a dataset (recorded at once, before any data).
+
+        With ``exist_ok`` an existing dataset of that name is returned instead, provided it has
+        the schema and every option given here; otherwise SchemaError names the differences.
+        Names are one name whatever their case (as in SQL): ``Trips`` next to ``trips`` is
+        refused with DatasetExistsError."""
+        ds = self.new_dataset(name, schema, partition_by, sort_by, segment_rows, compression)
+        try:
+            self.chunk_store.create_dataset(name, ds.spec.to_json())
+        except DatasetExistsError as exc:
+            if not exist_ok or exc.existing != name:
+                raise
+            existing = self.dataset(name)
+            asked = ("schema", "partition_by", "sort_by",
+                     *(k for k, v in (("segment_rows", segment_rows), ("compression", compression))
+                       if v is not None))
+            differences = existing.spec.differences(ds.spec, asked)
+            if differences:
+                raise SchemaError(f"dataset {name!r} exists with {'; '.join(differences)}") from None
+            return existing
+        return ds
+
+    def new_dataset(self, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
+                    sort_by: str | list[str] | None = None, segment_rows: int | None = None,
+                    compression: str | None = None) -> Dataset:
+        """A dataset that is recorded in the store by its first commit: until then it does not
+        exist for anyone else, so a first append that fails leaves nothing behind. A concurrent
+        writer that recorded the same name first wins; ours then commits into it only if it
+        has the same spec."""
         _check_name(name)
         spec = DatasetSpec.create(name, schema, partition_by, sort_by, segment_rows=segment_rows,
                                   compression=compression, created=time.time())
-        self.chunk_store.create_dataset(name, spec.to_json())
-        return Dataset(self.chunk_store, spec)
+        return Dataset(self.chunk_store, spec, recorded=False)
+
+    def resolve(self, name: str) -> str:
+        """The stored name of dataset ``name``, matched as SQL matches names (ignoring case);
+        DatasetNotFoundError if there is none."""
+        try:
+            self.chunk_store.get_dataset(name)
+            return name
+        except DatasetNotFoundError:
+            pass
+        matches = [n for n in self.datasets() if n.lower() == name.lower()]
+        if len(matches) > 1:  # only in stores written before names were case-insensitive
+            raise SchemaError(f"dataset name {name!r} is ambiguous: the store has "
+                              f"{' and '.join(map(repr, matches))}; drop one of them")
+        if not matches:
+            raise DatasetNotFoundError(name)
+        return matches[0]
 
     def dataset(self, name: str) -> Dataset:
-        return Dataset(self.chunk_store, DatasetSpec.from_json(self.chunk_store.get_dataset(name)))
+        spec = DatasetSpec.from_json(self.chunk_store.get_dataset(self.resolve(name)))
+        return Dataset(self.chunk_store, spec)
 
     def datasets(self) -> list[str]:
         return self.chunk_store.list_datasets()
 
     def __contains__(self, name: str) -> bool:
         try:
-            self.chunk_store.get_dataset(name)
+            self.resolve(name)
             return True
         except DatasetNotFoundError:
             return False
 
     def drop_dataset(self, name: str) -> None:
-        self.chunk_store.drop_dataset(name)
+        self.chunk_store.drop_dataset(self.resolve(name))
+
+    def reclaim_space(self) -> None:
+        """Give the space of dropped and vacuumed data back to the file system now (the
+        embedded store; Cassandra frees it when it compacts)."""
+        self.chunk_store.reclaim()
+
+    def disk_bytes(self) -> int | None:
+        """Bytes the store takes on disk, when the store can tell (the embedded store's file)."""
+        return self.chunk_store.disk_bytes()
 
     # -- SQL
     def arrow_dataset(self, name: str, version: int | None = None) -> ColonnadeArrowDataset:
@@ -123,7 +177,7 @@ class Store:
                 self._duck = duckdb.connect()
             con = self._duck
             registered = {}
-            names = self.datasets()
+            names = _sql_names(self.datasets())
             for stale in self._duck_names - set(names):
                 con.unregister(stale)
             for name in names:
@@ -179,6 +233,16 @@ def _reraise_scan_error(registered: dict[str, ColonnadeArrowDataset]) -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return " ".join(line.strip() for line in text if line.strip())[:500]
+
+
+def _sql_names(names: list[str]) -> list[str]:
+    """The dataset names SQL can tell apart: names that differ only in case (stores written
+    before such names were refused) are left out, so a query naming one fails instead of
+    silently reading the other."""
+    folded: dict[str, int] = {}
+    for n in names:
+        folded[n.lower()] = folded.get(n.lower(), 0) + 1
+    return [n for n in names if folded[n.lower()] == 1]
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

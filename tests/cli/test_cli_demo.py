@@ -102,7 +102,7 @@ def test_demo_human_output_and_rerun(tmp_path: Path, invoke: Invoke) -> None:
     assert "dropping" not in first.stderr
     second = invoke("demo", "--rows", "3000", "--data-dir", str(data))
     assert second.exit_code == 0, second.stderr
-    assert "dropping the existing dataset 'gdelt'" in second.stderr
+    assert "dropping the dataset 'gdelt' an earlier demo made" in second.stderr
     count = invoke("sql", "SELECT count(*) AS n FROM gdelt", "--format", "csv")
     assert count.stdout == "n\n3000\n"
 

@@ -209,6 +209,10 @@ def test_a_query_over_a_corrupt_chunk_fails_in_one_line(invoke: Invoke, events: 
     assert "Traceback" not in result.stderr
 
 
+def first_line(result: Result) -> str:
+    return result.stdout.splitlines()[0]
+
+
 def test_vacuum_removes_segments_no_commit_names(invoke: Invoke, events: Path,
                                                  new_events: Callable[[], pa.Table]) -> None:
     with colonnade.connect(str(events)) as store:
@@ -217,21 +221,23 @@ def test_vacuum_removes_segments_no_commit_names(invoke: Invoke, events: Path,
         for batch in new_events().to_batches():
             writer.write(ds.conform(batch))
         writer.finish()  # a writer that died before its commit record
-    assert invoke("vacuum", "events").stdout == "removed 0 orphan segments of dataset 'events'\n"
+    assert first_line(invoke("vacuum", "events")) == "removed 0 orphan segments of dataset 'events'"
     assert invoke("vacuum", "events", "--grace", "0", "--dry-run").stdout == \
         "would remove 3 orphan segments of dataset 'events'\n"
-    assert invoke("vacuum", "events", "--grace", "0").stdout == \
-        "removed 3 orphan segments of dataset 'events'\n"
-    assert invoke("vacuum", "events", "--grace", "0").stdout == \
-        "removed 0 orphan segments of dataset 'events'\n"
+    assert first_line(invoke("vacuum", "events", "--grace", "0")) == \
+        "removed 3 orphan segments of dataset 'events'"
+    assert first_line(invoke("vacuum", "events", "--grace", "0")) == \
+        "removed 0 orphan segments of dataset 'events'"
     assert invoke("sql", "SELECT count(*) AS n FROM events", "--format", "csv").stdout == "n\n6\n"
     assert invoke("verify", "events").exit_code == 0
 
 
-def test_drop_without_a_terminal_needs_no_confirmation(invoke: Invoke, events: Path) -> None:
-    result = invoke("drop", "events")
+def test_drop_without_a_terminal_needs_yes(invoke: Invoke, events: Path) -> None:
+    refused = invoke("drop", "events", input="y\n")  # a pipe is no terminal: its "y" is no answer
+    assert refused.exit_code == 1 and "needs --yes when stdin is not a terminal" in refused.stderr
+    result = invoke("drop", "events", "--yes")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == f"dropped dataset 'events' from sqlite:///{events}\n"
+    assert result.stdout.splitlines()[0] == f"dropped dataset 'events' from sqlite:///{events}"
     assert json.loads(invoke("datasets", "--json").stdout) == []
     again = invoke("drop", "events", "--yes")
     assert again.exit_code == 1

@@ -149,7 +149,7 @@ def test_inferred_types_are_fixed_for_the_rest_of_the_file(db: Store, tmp_path: 
     with pytest.raises(BadRowError) as info:
         ingest(db, "t", path)  # x is int64 from the first MiB: 1.5 on the last line is bad
     assert (info.value.line, info.value.column) == (100_002, "x")
-    assert db.dataset("t").version == 0
+    assert "t" not in db, "a failed first ingest creates no dataset"
 
 
 def test_dataset_types_validate_a_file_without_a_schema(db: Store, tmp_path: Path) -> None:
@@ -184,11 +184,11 @@ def test_a_late_bad_row_in_a_many_block_file(db: Store, tmp_path: Path) -> None:
     with pytest.raises(BadRowError, match=f"^{path}:40001: column v"):
         ingest(db, "t", path, schema=pa.schema([("id", pa.int64()), ("v", pa.int64())]),
                block_size=8192)
-    assert version_of(db, "t") == 0 and not _reading_threads()
+    assert version_of(db, "t") is None and not _reading_threads()  # nothing, not even the dataset
     with pytest.raises(TooManyErrorsError):
         ingest(db, "t", path, on_error="quarantine", max_errors=0, block_size=8192,
                rejects=tmp_path / "r.jsonl")
-    assert version_of(db, "t") == 0 and not _reading_threads()
+    assert version_of(db, "t") is None and not _reading_threads()  # nothing, not even the dataset
     result = ingest(db, "t", path, on_error="quarantine", block_size=8192,
                     rejects=tmp_path / "r.jsonl")
     assert result.rows == 49_999 and version_of(db, "t") == 1
@@ -229,6 +229,7 @@ def test_a_wrong_field_count_in_the_inference_sample(db: Store, tmp_path: Path) 
     path.write_text("id,name\n1,a\n2,b,extra\n3,c\n")
     with pytest.raises(BadRowError, match=f"^{path}:3: expected 2 fields, found 3"):
         ingest(db, "t", path)
-    assert db.dataset("t").schema == pa.schema([("id", pa.int64()), ("name", pa.string())])
+    assert "t" not in db
     result = ingest(db, "t", path, on_error="quarantine", rejects=tmp_path / "r.jsonl")
     assert result.rows == 2 and result.rejected == 1
+    assert db.dataset("t").schema == pa.schema([("id", pa.int64()), ("name", pa.string())])

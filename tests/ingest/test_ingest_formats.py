@@ -149,8 +149,8 @@ def test_header_only_file_adds_nothing(db: Store, fixtures: Path) -> None:
     result = ingest(db, "t", fixtures / "header_only.csv")
     assert result.rows == 0 and result.version is None
     assert "t" not in db  # no row tells the column types
-    ingest(db, "t", fixtures / "header_only.csv", schema=fixtures / "events.schema")
-    assert version_of(db, "t") == 0  # with a schema the dataset exists, still empty
+    result = ingest(db, "t", fixtures / "header_only.csv", schema=fixtures / "events.schema")
+    assert result.version is None and "t" not in db  # a dataset is created by its first commit
 
 
 def test_empty_file_into_an_existing_dataset(db: Store, fixtures: Path, tmp_path: Path) -> None:

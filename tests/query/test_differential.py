@@ -215,10 +215,6 @@ ORDERED_QUERIES = [
 ]
 
 
-def test_enough_queries() -> None:
-    assert len(QUERIES) + len(ORDERED_QUERIES) >= 25
-
-
 def test_the_dataset_has_many_partitions_and_segments(loaded: Store) -> None:
     info = loaded.dataset("t").describe()
     assert info["partitions"] == 13  # 12 months and NULL

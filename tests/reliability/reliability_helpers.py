@@ -186,9 +186,9 @@ class Spawned:
 
 
 def run_cli(argv: list[str], env: Mapping[str, str | None] | None = None, timeout: float = 300,
-            kill_after: float | None = None) -> Run:
-    """``colonnade ARGV`` as a fresh process (the installed console script); optionally
-    SIGKILLed after ``kill_after`` seconds."""
+            kill_after: float | None = None, stdin: str | None = None) -> Run:
+    """``colonnade ARGV`` as a fresh process (the installed console script) reading ``stdin``
+    from a pipe (default: /dev/null); optionally SIGKILLed after ``kill_after`` seconds."""
     full_env = {k: v for k, v in os.environ.items() if v is not None}
     for k, v in {**_clean_env(), **(env or {})}.items():
         if v is None:
@@ -197,9 +197,11 @@ def run_cli(argv: list[str], env: Mapping[str, str | None] | None = None, timeou
             full_env[k] = v
     started = time.monotonic()
     proc = subprocess.Popen([COLONNADE, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, env=full_env, cwd=str(ROOT))
+                            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                            text=True, env=full_env, cwd=str(ROOT))
     try:
-        out, err = proc.communicate(timeout=kill_after if kill_after is not None else timeout)
+        out, err = proc.communicate(input=stdin,
+                                    timeout=kill_after if kill_after is not None else timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGKILL)

@@ -23,10 +23,12 @@ from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.transforms import (
     Bucket,
     Day,
+    Hour,
     Identity,
     Month,
     Transform,
     Truncate,
+    Year,
     parse_partition_spec,
     parse_transform,
 )
@@ -118,6 +120,45 @@ def test_month_and_day_of_timestamps(unit: str, values: list[dt.datetime | None]
     assert Day("ts").apply(array).to_pylist() == [None if d is None else (d - EPOCH).days for d in dates]
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.datetimes(min_value=dt.datetime(1700, 1, 1),
+                                                         max_value=dt.datetime(2250, 1, 1))), max_size=20))
+def test_year_and_hour_of_timestamps(unit: str, values: list[dt.datetime | None]) -> None:
+    array = pa.array(values, type=pa.timestamp("us")).cast(pa.timestamp(unit), safe=False)
+    stored = [None if v is None else (v if isinstance(v, dt.datetime) else v.to_pydatetime())
+              for v in array.to_pylist()]
+    epoch = dt.datetime(1970, 1, 1)
+    assert Year("ts").apply(array).to_pylist() == [None if v is None else v.year - 1970 for v in stored]
+    assert Hour("ts").apply(array).to_pylist() == [
+        None if v is None else (v - epoch) // dt.timedelta(hours=1) for v in stored]
+
+
+def test_year_and_hour_examples_and_types() -> None:
+    ts = [dt.datetime(1969, 12, 31, 23, 59, 59, 999999), dt.datetime(1970, 1, 1), dt.datetime(2024, 3, 1, 5, 30)]
+    assert apply(Hour("t"), ts, pa.timestamp("us")) == [-1, 0, 474797]
+    assert apply(Year("t"), ts, pa.timestamp("us")) == [-1, 0, 54]
+    assert apply(Year("d"), [dt.date(1969, 6, 1), dt.date(2000, 1, 1)], pa.date32()) == [-1, 30]
+    with pytest.raises(SpecError, match="timestamp"):
+        Hour("d").check_type(pa.date32())
+    assert Year("t").project("<", (dt.datetime(2024, 1, 1),), pa.timestamp("us")) == ("<=", (54,))
+
+
+@pytest.mark.parametrize(("text", "source", "canonical"), [
+    ('"Month Year"', "Month Year", 'identity("Month Year")'),
+    ('bucket(4, "a, b")', "a, b", 'bucket(4, "a, b")'),
+    ('day("say ""hi""")', 'say "hi"', 'day("say ""hi""")'),
+    ("year(ts)", "ts", "year(ts)"),
+    ('HOUR( "t s" )', "t s", 'hour("t s")'),
+    ("identity(Month Year)", "Month Year", 'identity("Month Year")'),  # as older specs stored it
+])
+def test_quoted_column_names_in_partition_specs(text: str, source: str, canonical: str) -> None:
+    transform = parse_transform(text)
+    assert transform.source == source and str(transform) == canonical
+    assert str(parse_transform(str(transform))) == canonical  # the stored form reads back
+    assert [t.source for t in parse_partition_spec(f'{text}, "x,y"')] == [source, "x,y"]
+
+
 def test_month_and_day_examples_around_the_epoch() -> None:
     ts = [dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(1970, 1, 1), dt.datetime(2020, 2, 29, 12)]
     assert apply(Month("t"), ts, pa.timestamp("us")) == [-1, 0, 601]
@@ -191,7 +232,7 @@ def test_parse_partition_spec_splits_at_top_level_commas() -> None:
 
 
 @pytest.mark.parametrize("text", ["bucket(x)", "bucket(a, x)", "truncate(0, x)", "bucket(0, x)",
-                                  "hour(ts)", "month(a, b)", "", "  "])
+                                  "week(ts)", "month(a, b)", "hour(\"unterminated)", "", "  "])
 def test_bad_transforms_are_spec_errors(text: str) -> None:
     with pytest.raises(SpecError):
         parse_transform(text)
@@ -237,10 +278,12 @@ def column_cases(draw: st.DrawFn) -> tuple[Transform, pa.DataType, st.SearchStra
                                           Bucket(draw(st.integers(1, 8)), "c")]))
         return transform, pa.string(), text
     dates = st.dates(min_value=dt.date(1960, 1, 1), max_value=dt.date(2040, 12, 31))
-    transform = draw(st.sampled_from([Identity("c"), Month("c"), Day("c"), Bucket(4, "c")]))
+    transform = draw(st.sampled_from([Identity("c"), Year("c"), Month("c"), Day("c"), Bucket(4, "c")]))
     if kind == "date":
         return transform, pa.date32(), dates
     times = st.datetimes(min_value=dt.datetime(1960, 1, 1), max_value=dt.datetime(2040, 12, 31))
+    if draw(st.booleans()):
+        transform = Hour("c")
     return transform, pa.timestamp("us"), times
 
 

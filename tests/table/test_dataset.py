@@ -343,8 +343,12 @@ def test_merge_adds_nullable_columns_and_old_segments_read_nulls(store: Store) -
     ]
     assert store.sql("SELECT count(*) AS n FROM t WHERE tag IS NULL").to_pylist() == [{"n": 4}]
     assert store.sql("SELECT id FROM t WHERE w > 2").to_pylist() == [{"id": 5}]
-    # the old version still reads, with the old rows
-    assert ids(store.dataset("t").scan(version=1, columns=["id"]).to_arrow()) == [1, 2, 3]
+    # the old version still reads, with the old rows and the old schema (time travel)
+    at_v1 = store.dataset("t").scan(version=1).to_arrow()
+    assert at_v1.column_names == ["id"] and ids(at_v1) == [1, 2, 3]
+    assert store.sql("SELECT * FROM t ORDER BY id", version=1).column_names == ["id"]
+    with pytest.raises(SchemaError, match="tag"):
+        store.dataset("t").scan(version=1, columns=["tag"]).to_arrow()
     # merge never changes a column's type
     with pytest.raises(SchemaError, match="id"):
         store.dataset("t").append(pa.table({"id": ["x"]}), schema_mode="merge")

@@ -10,6 +10,7 @@ machine stay comparable. Answers of Q1–Q3 must agree across layouts or the run
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -66,6 +67,10 @@ class LayoutResult:
             "read_one_rows_per_s": self.rate(self.read_one_s), "queries_s": self.queries_s,
             "bytes": self.bytes, "answers": self.answers, "notes": self.notes,
         }
+
+
+def _duckdb_answer(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    return con.sql(sql).to_arrow_table()
 
 
 def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
@@ -157,7 +162,7 @@ def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResu
         assert t.num_rows == rows
         result.read_one_s, t = median_time(lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(), repeats)
         for q, sql in QUERIES.items():
-            result.queries_s[q], t = median_time(lambda sql=sql: con.sql(sql).to_arrow_table(), repeats)
+            result.queries_s[q], t = median_time(functools.partial(_duckdb_answer, con, sql), repeats)
             result.answers[q] = normalise(t)
     finally:
         con.close()
@@ -185,7 +190,7 @@ def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: st
             raise BenchError(f"{label}: read {t.num_rows} rows, expected {rows}")
         result.read_one_s, t = median_time(lambda: ds.scan(columns=["MonthYear"]).to_arrow(), repeats)
         for q, sql in QUERIES.items():
-            result.queries_s[q], t = median_time(lambda sql=sql: store.sql(sql), repeats)
+            result.queries_s[q], t = median_time(functools.partial(store.sql, sql), repeats)
             result.answers[q] = normalise(t)
         info = ds.describe()
         result.bytes = info["bytes"]

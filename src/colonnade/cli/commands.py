@@ -25,7 +25,7 @@ from colonnade.cli.output import (
     print_table,
     stderr_is_tty,
 )
-from colonnade.errors import ColonnadeError, DatasetNotFoundError
+from colonnade.errors import ColonnadeError
 
 
 class VerifyFailedError(ColonnadeError):
@@ -254,21 +254,33 @@ def verify(settings: Settings, dataset: str, version: int | None, as_json: bool)
 
 
 @click.command()
-@click.argument("dataset")
+@click.argument("dataset", required=False)
 @click.option("--grace", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               metavar="SECONDS", help="Keep unnamed segments younger than this (a writer may "
                                       "still be about to commit them).")
 @click.option("--dry-run", is_flag=True, help="Only count what would be removed.")
 @pass_settings
-def vacuum(settings: Settings, dataset: str, grace: float, dry_run: bool) -> None:
-    """Remove segments of DATASET that no commit names (left by failed or aborted writes)."""
+def vacuum(settings: Settings, dataset: str | None, grace: float, dry_run: bool) -> None:
+    """Remove segments of DATASET (default: of every dataset) that no commit names (left by
+    failed or aborted writes), and give the space back to the file system."""
     with settings.connect() as store:
-        n = store.dataset(dataset).vacuum(grace_seconds=grace, dry_run=dry_run)
-    plural = "s" if n != 1 else ""
-    if dry_run:
-        click.echo(f"would remove {n} orphan segment{plural} of dataset {dataset!r}")
-    else:
-        click.echo(f"removed {n} orphan segment{plural} of dataset {dataset!r}")
+        before = store.disk_bytes()
+        names = [store.dataset(dataset).name] if dataset is not None else store.datasets()
+        for name in names:
+            n = store.dataset(name).vacuum(grace_seconds=grace, dry_run=dry_run)
+            what = f"{n} orphan segment{'s' if n != 1 else ''} of dataset {name!r}"
+            click.echo(f"would remove {what}" if dry_run else f"removed {what}")
+        if not dry_run:
+            _reclaim(store, before)
+
+
+def _reclaim(store: Any, before: int | None) -> None:
+    """Give freed space back and say how much the store's file shrank since ``before``."""
+    store.reclaim_space()
+    after = store.disk_bytes()
+    if before is not None and after is not None:
+        click.echo(f"freed {human_bytes(max(0, before - after))} of {store.uri} "
+                   f"(now {human_bytes(after)})")
 
 
 @click.command()
@@ -276,13 +288,26 @@ def vacuum(settings: Settings, dataset: str, grace: float, dry_run: bool) -> Non
 @click.option("--yes", "-y", is_flag=True, help="Don't ask for confirmation.")
 @pass_settings
 def drop(settings: Settings, dataset: str, yes: bool) -> None:
-    """Delete DATASET and all its data."""
+    """Delete DATASET and all its data (the embedded store's file shrinks accordingly)."""
     with settings.connect() as store:
-        if dataset not in store:
-            raise DatasetNotFoundError(dataset)
-        if not yes and sys.stdin.isatty():
-            rows = store.dataset(dataset).snapshot().rows
-            click.confirm(f"drop dataset {dataset!r} ({rows:,} rows) from {store.uri}?", abort=True,
-                          err=True)
-        store.drop_dataset(dataset)
-        click.echo(f"dropped dataset {dataset!r} from {store.uri}")
+        before = store.disk_bytes()
+        ds = store.dataset(dataset)
+        confirm_destruction(f"drop dataset {ds.name!r} ({ds.snapshot().rows:,} rows) from "
+                            f"{store.uri}", yes)
+        store.drop_dataset(ds.name)
+        click.echo(f"dropped dataset {ds.name!r} from {store.uri}")
+        _reclaim(store, before)
+
+
+class NotConfirmedError(ColonnadeError):
+    """A command that destroys data ran without a terminal to confirm on and without --yes."""
+
+
+def confirm_destruction(action: str, yes: bool) -> None:
+    """Ask ``action?`` before destroying data. Without a terminal to ask on (a pipe, a script,
+    /dev/null) nothing is read from stdin as an answer: ``--yes`` is required."""
+    if yes:
+        return
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise NotConfirmedError(f"not confirmed: {action} needs --yes when stdin is not a terminal")
+    click.confirm(f"{action}?", abort=True, err=True)

@@ -1,14 +1,16 @@
 """``colonnade demo``: the GDELT layout study in one command, also callable as :func:`run_demo`.
 
 It generates GDELT-shaped events (the 1979–1984 backfile has 4,037,539 of them) as a
-header-less TSV, ingests the file into dataset ``gdelt`` partitioned by ``MonthYear`` (an
-existing ``gdelt`` of that store is dropped first, so the answers are those of this file), and
+header-less TSV, ingests the file into dataset ``gdelt`` partitioned by ``MonthYear`` (a ``gdelt``
+made by an earlier demo is dropped first, so the answers are those of this file; a ``gdelt`` the
+demo did not make is never touched: the demo stops with an error), and
 runs the study's three queries, with ``explain`` showing how the ``MonthYear`` filter of Q3
 prunes segments.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -22,6 +24,7 @@ import click
 from colonnade.cli.context import Settings, pass_settings
 from colonnade.cli.output import echo_json, human_bytes, note, print_table, stderr_is_tty
 from colonnade.cli.progress import ingest_progress, row_bar, summary
+from colonnade.errors import DatasetError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,6 +40,20 @@ QUERIES: tuple[tuple[str, str], ...] = (
            "ORDER BY tone DESC LIMIT 10"),
     ("Q3", "SELECT avg(AvgTone), min(AvgTone), max(AvgTone) FROM gdelt WHERE MonthYear = 198012"),
 )
+
+
+#: Source identities of the demo's ingests start with this: how it knows a dataset is its own.
+DEMO_SOURCE = "colonnade-demo:gdelt:"
+
+
+def made_by_demo(commits: list[Any]) -> bool:
+    """Whether every commit of a dataset is an ingest of the demo (also as earlier releases
+    recorded it: the generated file in a ``colonnade-demo-*`` temporary directory)."""
+    def ours(source: str | None) -> bool:
+        return source is not None and (source.startswith(DEMO_SOURCE) or re.match(
+            r"^file:.*/colonnade-demo-[^/]*/gdelt-\d+\.tsv:", source) is not None)
+
+    return all(ours(c.source) for c in commits)
 
 
 @dataclass
@@ -109,14 +126,20 @@ def run_demo(rows: int = DEFAULT_ROWS, store: str | None = None, data_dir: str |
         with colonnade.connect(store or default_store_uri()) as st:
             dropped = DATASET in st
             if dropped:
-                log(f"dropping the existing dataset {DATASET!r} of {st.uri}")
-                st.drop_dataset(DATASET)
+                existing = st.dataset(DATASET)
+                if not made_by_demo(existing.history()):
+                    raise DatasetError(
+                        f"{st.uri} holds a dataset {existing.name!r} that the demo did not create; "
+                        "the demo replaces only its own: run it on another store (--store)")
+                log(f"dropping the dataset {existing.name!r} an earlier demo made in {st.uri}")
+                st.drop_dataset(existing.name)
             schema = parse_schema_text(schema_text(), source="gdelt schema")
             log(f"ingesting into {st.uri} as dataset {DATASET!r}, partitioned by MonthYear")
             start = time.perf_counter()
             with ingest_progress(show_progress) as progress:
                 ingested = ingest(st, DATASET, [path], fmt="tsv", delimiter="\t", header=False, quote_char=None,
-                                  schema=schema, partition_by="MonthYear", progress=progress)
+                                  schema=schema, partition_by="MonthYear", progress=progress,
+                                  source_id=f"{DEMO_SOURCE}rows={rows}:seed={seed}")
             ingest_s = time.perf_counter() - start
             log(summary(ingested))
             result = DemoResult(st.uri, rows, nbytes, generate_s, ingested, ingest_s, dropped)

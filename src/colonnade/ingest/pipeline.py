@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from colonnade.config import WriteSettings
-from colonnade.errors import DatasetExistsError, IngestError, SchemaError, TooManyErrorsError
+from colonnade.errors import (
+    DatasetExistsError,
+    IngestError,
+    SchemaError,
+    SpecError,
+    TooManyErrorsError,
+)
 from colonnade.ingest.base import ON_ERROR, OnReject, Reject, Source
 from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.rejects import RejectsFile, default_rejects_path
@@ -304,12 +310,27 @@ def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | 
            **options: Any) -> IngestResult:
     """Ingest files into ``dataset_name``, creating it from the first file's schema if absent.
 
-    ``options`` are those of :func:`ingest_files`. The dataset is created from the first file
-    whose column types are known (a CSV file with rows, an explicit schema, Parquet, Arrow).
+    ``options`` are those of :func:`ingest_files`. A new dataset takes its schema from the first
+    file whose column types are known (a CSV file with rows, an explicit schema, Parquet, Arrow)
+    and is recorded by the first commit, so an ingest that commits nothing creates nothing. For an
+    existing dataset, ``partition_by``, ``sort_by``, ``segment_rows`` and ``compression`` must be
+    None or what the dataset has (SpecError otherwise), and its name must be spelled as stored (a
+    name that differs only in case raises DatasetExistsError: SQL could not tell them apart).
     """
     files = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
     if dataset_name in store:
         target = store.dataset(dataset_name)
+        if target.name != dataset_name:  # `WEIRD` next to `weird`: not a new dataset, not `weird`
+            raise DatasetExistsError(dataset_name, target.name)
+        asked = store.new_dataset(target.name, target.schema, partition_by, sort_by,
+                                  segment_rows=segment_rows, compression=compression)
+        given = [name for name, value in (("partition_by", partition_by), ("sort_by", sort_by),
+                                          ("segment_rows", segment_rows),
+                                          ("compression", compression)) if value is not None]
+        differences = target.spec.differences(asked.spec, tuple(given))
+        if differences:
+            raise SpecError(f"dataset {target.name!r} exists with {'; '.join(differences)}; "
+                            "options of an existing dataset cannot be changed by an ingest")
     else:
         schema = _first_schema(files, options)
         if schema is None:
@@ -319,11 +340,8 @@ def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | 
                                    "0 rows added; the dataset was not created")
                 for p in files])
         check_storable(schema)
-        try:
-            target = store.create_dataset(dataset_name, schema, partition_by, sort_by,
-                                          segment_rows=segment_rows, compression=compression)
-        except DatasetExistsError:
-            target = store.dataset(dataset_name)
+        target = store.new_dataset(dataset_name, schema, partition_by, sort_by,
+                                   segment_rows=segment_rows, compression=compression)
     return ingest_files(target, files, **options)
 
 

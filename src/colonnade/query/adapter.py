@@ -33,7 +33,8 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
         # the methods consumers use (schema, scanner, to_table, to_batches, count_rows).
         self._dataset = dataset
         self._snapshot = snapshot
-        self._schema = read_schema(dataset.schema_at(snapshot), snapshot, list(dataset.schema.names))
+        schema = dataset.schema_at(snapshot)  # time travel: the columns of that version
+        self._schema = read_schema(schema, snapshot, list(schema.names))
         self._lock = threading.Lock()
         self.scans: list[ScanMetrics] = []
         self.errors: list[ColonnadeError] = []

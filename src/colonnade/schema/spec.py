@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from colonnade.errors import SpecError
 from colonnade.schema.transforms import Transform, parse_partition_spec, parse_transform
-from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json
+from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
 
 SPEC_FORMAT_VERSION = 1
 _NULL_KEY = "__null__"
@@ -52,6 +52,25 @@ class DatasetSpec:
             sort = list(sort_by or [])
         return cls(name, logical_schema(schema), tuple(transforms), tuple(sort),
                    **{k: v for k, v in settings.items() if v is not None})
+
+    def differences(self, asked: DatasetSpec, fields: tuple[str, ...] = (
+            "schema", "partition_by", "sort_by", "segment_rows", "compression")) -> list[str]:
+        """How ``asked`` differs from this spec in ``fields``, one phrase each, e.g.
+        ``partition by 'region' (asked for 'day(ts)')``; empty when they agree."""
+        def text(spec: DatasetSpec, name: str) -> str:
+            value = getattr(spec, name)
+            if name == "schema":
+                return ", ".join(f"{f.name}: {type_name(f.type)}" for f in value)
+            if name in ("partition_by", "sort_by"):
+                return ", ".join(str(v) for v in value) or "(none)"
+            return str(value)
+
+        out = []
+        for name in fields:
+            mine, theirs = text(self, name), text(asked, name)
+            if mine != theirs:
+                out.append(f"{name.replace('_', ' ')} {mine!r} (asked for {theirs!r})")
+        return out
 
     def with_schema(self, schema: pa.Schema) -> DatasetSpec:
         return replace(self, schema=logical_schema(schema))

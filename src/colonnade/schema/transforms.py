@@ -25,6 +25,14 @@ Predicate = tuple[str, tuple[Any, ...]]  # (op, values); op in = in < <= > >=
 _EPOCH = dt.date(1970, 1, 1)
 
 
+def quote_name(name: str) -> str:
+    """A column name as a partition spec writes it: bare when it is a plain identifier, else in
+    double quotes with embedded quotes doubled (as SQL does)."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
 class Transform(ABC):
     name: str
     source: str
@@ -87,7 +95,7 @@ class Identity(_Monotonic):
         return (op, values)
 
     def __str__(self) -> str:
-        return f"identity({self.source})"
+        return f"identity({quote_name(self.source)})"
 
 
 class Truncate(_Monotonic):
@@ -124,7 +132,7 @@ class Truncate(_Monotonic):
         return pa.array(np.maximum(out, lowest)).cast(array.type)
 
     def __str__(self) -> str:
-        return f"truncate({self.width}, {self.source})"
+        return f"truncate({self.width}, {quote_name(self.source)})"
 
 
 def _to_dates(array: pa.Array) -> pa.Array:
@@ -152,7 +160,7 @@ class Month(_Monotonic):
         return pc.add(pc.multiply(pc.subtract(pc.year(d), 1970), 12), pc.subtract(pc.month(d), 1)).cast(pa.int32())
 
     def __str__(self) -> str:
-        return f"month({self.source})"
+        return f"month({quote_name(self.source)})"
 
 
 class Day(_Monotonic):
@@ -170,7 +178,54 @@ class Day(_Monotonic):
         return _to_dates(array).cast(pa.int32())
 
     def __str__(self) -> str:
-        return f"day({self.source})"
+        return f"day({quote_name(self.source)})"
+
+
+class Year(_Monotonic):
+    """Years since 1970 (as Iceberg's year transform)."""
+
+    name = "year"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def check_type(self, type_: pa.DataType) -> None:
+        if not (pa.types.is_date(type_) or pa.types.is_timestamp(type_)):
+            raise SpecError(f"year({self.source}) needs a date or timestamp column, not {type_}")
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        return pc.subtract(pc.year(_to_dates(array)), 1970).cast(pa.int32())
+
+    def __str__(self) -> str:
+        return f"year({quote_name(self.source)})"
+
+
+class Hour(_Monotonic):
+    """Hours since 1970-01-01 00:00 (as Iceberg's hour transform; timestamps only)."""
+
+    name = "hour"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def check_type(self, type_: pa.DataType) -> None:
+        if not pa.types.is_timestamp(type_):
+            raise SpecError(f"hour({self.source}) needs a timestamp column, not {type_}")
+
+    def apply(self, array: pa.Array) -> pa.Array:
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if not pa.types.is_timestamp(array.type):
+            raise SpecError(f"needs a timestamp column, not {array.type}")
+        # hours of the stored instant since the epoch, floored (exact integer arithmetic)
+        per_hour = 3600 * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[array.type.unit]
+        units = array.cast(pa.int64())
+        hours = pc.divide(units, per_hour)  # truncates toward zero
+        below = pc.less(pc.subtract(units, pc.multiply(hours, per_hour)), 0)
+        return pc.if_else(below, pc.subtract(hours, 1), hours)
+
+    def __str__(self) -> str:
+        return f"hour({quote_name(self.source)})"
 
 
 class Bucket(Transform):
@@ -213,44 +268,111 @@ class Bucket(Transform):
             return None
 
     def __str__(self) -> str:
-        return f"bucket({self.n}, {self.source})"
+        return f"bucket({self.n}, {quote_name(self.source)})"
 
 
-_CALL = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$")
+_UNARY: dict[str, type[Identity | Year | Month | Day | Hour]] = {
+    "identity": Identity, "year": Year, "month": Month, "day": Day, "hour": Hour}
+_SPEC_HELP = ("use col, \"quoted col\", identity(col), year(col), month(col), day(col), hour(col), "
+              "bucket(n, col) or truncate(w, col)")
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens of a partition expression: ``name``, ``quoted`` (unquoted text),
+    ``number`` and the punctuation ``(``, ``)``, ``,``."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch in "(),":
+            out.append((ch, ch))
+            i += 1
+        elif ch == '"':
+            j, value = i + 1, []
+            while True:
+                if j >= len(text):
+                    raise SpecError(f"unterminated quoted name in partition expression {text.strip()!r}")
+                if text[j] == '"':
+                    if text[j + 1:j + 2] == '"':
+                        value.append('"')
+                        j += 2
+                        continue
+                    break
+                value.append(text[j])
+                j += 1
+            if not value:
+                raise SpecError(f"empty quoted name in partition expression {text.strip()!r}")
+            out.append(("quoted", "".join(value)))
+            i = j + 1
+        else:
+            m = re.compile(r"[^\s(),\"]+").match(text, i)
+            assert m is not None
+            word = m.group(0)
+            out.append(("number" if re.fullmatch(r"[+-]?\d+", word) else "name", word))
+            i = m.end()
+    return out
 
 
 def parse_transform(text: str) -> Transform:
-    """Parse ``col``, ``identity(col)``, ``bucket(n, col)``, ``truncate(w, col)``, ``month(col)``, ``day(col)``."""
-    m = _CALL.match(text)
+    """Parse one partition expression: ``col``, ``"quoted col"``, ``identity(col)``,
+    ``year(col)``, ``month(col)``, ``day(col)``, ``hour(col)``, ``bucket(n, col)``,
+    ``truncate(w, col)``; column names may be double-quoted (``""`` is a quote inside)."""
+    tokens = _tokens(text)
+    if not tokens:
+        raise SpecError("empty partition expression")
+    kinds = [k for k, _ in tokens]
+    if kinds in (["name"], ["quoted"]):
+        return Identity(tokens[0][1])
+    if len(tokens) >= 4 and kinds[0] == "name" and kinds[1] == "(" and kinds[-1] == ")":
+        fn = tokens[0][1].lower()
+        args = tokens[2:-1]
+        arg_kinds = [k for k, _ in args]
+        column = args[-1][1] if args and args[-1][0] in ("name", "quoted") else None
+        if fn in _UNARY and len(args) == 1 and column is not None:
+            return _UNARY[fn](column)
+        if (fn in ("bucket", "truncate") and arg_kinds[:2] == ["number", ","] and len(args) == 3
+                and column is not None):
+            n = int(args[0][1])
+            return Bucket(n, column) if fn == "bucket" else Truncate(n, column)
+    legacy = _legacy_transform(text) if '"' not in text else None
+    if legacy is not None:
+        return legacy
+    raise SpecError(f"cannot parse partition transform {text.strip()!r}: {_SPEC_HELP}")
+
+
+_LEGACY_CALL = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$")
+
+
+def _legacy_transform(text: str) -> Transform | None:
+    """Specs stored before names could be quoted wrote any column name bare, e.g.
+    ``identity(Month Year)``: still read them."""
+    m = _LEGACY_CALL.match(text)
     if not m:
-        name = text.strip()
-        if not name:
-            raise SpecError("empty partition expression")
-        return Identity(name)
+        return None
     fn, args = m.group(1).lower(), [a.strip() for a in m.group(2).split(",")]
-    try:
-        if fn == "identity" and len(args) == 1:
-            return Identity(args[0])
-        if fn in ("month", "day") and len(args) == 1:
-            return Month(args[0]) if fn == "month" else Day(args[0])
-        if fn in ("bucket", "truncate") and len(args) == 2:
-            n = int(args[0])
-            return Bucket(n, args[1]) if fn == "bucket" else Truncate(n, args[1])
-    except ValueError:
-        pass
-    raise SpecError(f"cannot parse partition transform {text.strip()!r}: use col, identity(col), "
-                    "bucket(n, col), truncate(w, col), month(col) or day(col)")
+    if fn in _UNARY and len(args) == 1 and args[0]:
+        return _UNARY[fn](args[0])
+    if fn in ("bucket", "truncate") and len(args) == 2 and re.fullmatch(r"\d+", args[0]) and args[1]:
+        return Bucket(int(args[0]), args[1]) if fn == "bucket" else Truncate(int(args[0]), args[1])
+    return None
 
 
 def split_top_level(text: str) -> list[str]:
-    """Split a comma-separated list of transforms, ignoring commas inside parentheses."""
-    parts, depth, current = [], 0, []
+    """Split a comma-separated list of transforms, ignoring commas inside parentheses and
+    inside double-quoted names."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth, quoted = 0, False
     for ch in text:
-        if ch == "(":
+        if ch == '"':
+            quoted = not quoted  # a doubled quote toggles twice: still right
+        elif not quoted and ch == "(":
             depth += 1
-        elif ch == ")":
+        elif not quoted and ch == ")":
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == "," and depth == 0 and not quoted:
             parts.append("".join(current))
             current = []
         else:

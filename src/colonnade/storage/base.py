@@ -56,7 +56,9 @@ class ChunkStore(ABC):
        overlap). Commits are listed in version order.
     4. **Read your chunks.** A chunk or segment row written before a commit that names it is
        readable by every reader that can see the commit.
-    5. **Create exactly once.** ``create_dataset`` succeeds for one caller per name.
+    5. **Create exactly once.** ``create_dataset`` succeeds for one caller per name, where names
+       that differ only in case are one name (SQL folds them): creating ``Trips`` next to
+       ``trips`` fails, whoever runs first.
     6. **Nothing partial is visible.** Chunks and segment rows not named by a commit are never
        returned as data by the table layer; they are found and removed by ``vacuum``.
 
@@ -68,11 +70,12 @@ class ChunkStore(ABC):
     # datasets
     @abstractmethod
     def create_dataset(self, name: str, spec: str) -> None:
-        """Record a new dataset; raise DatasetExistsError if the name is taken."""
+        """Record a new dataset; raise DatasetExistsError if the name, or a name equal to it
+        ignoring case, is taken (``existing`` names the one that is)."""
 
     @abstractmethod
     def get_dataset(self, name: str) -> str:
-        """The spec JSON of a dataset; raise DatasetNotFoundError if absent."""
+        """The spec JSON of the dataset with exactly this name; DatasetNotFoundError if absent."""
 
     @abstractmethod
     def update_dataset(self, name: str, spec: str) -> None:
@@ -119,6 +122,14 @@ class ChunkStore(ABC):
 
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         """Bytes on disk per column as the store reports them, when it can (else None)."""
+        return None
+
+    def reclaim(self) -> None:  # noqa: B027 - optional hook
+        """Return the space of deleted data to the file system now, if the store can (Cassandra
+        frees it on its own schedule, when it compacts)."""
+
+    def disk_bytes(self) -> int | None:
+        """Bytes the store takes on disk, when it can tell (else None)."""
         return None
 
     def close(self) -> None:  # noqa: B027 - optional hook

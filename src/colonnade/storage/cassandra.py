@@ -10,6 +10,8 @@ on the bytes in flight, and may be retried. Small index tables make listing and 
 dataset a handful of single-partition queries instead of full-table scans. Tables::
 
     datasets    (name PRIMARY KEY, spec, created)                  create/update/drop are LWTs
+    dataset_names (folded PRIMARY KEY, name)                       claims a name whatever its
+                                                                   case (LWT, before datasets)
     commits     ((dataset), version, payload, at)                  INSERT ... IF NOT EXISTS
     partitions  ((dataset), partition)                             partition values in use
     segments    ((dataset, partition), segment, commit, rows, bucket, stats)
@@ -72,6 +74,7 @@ _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB b
 
 _TABLES = {
     "datasets": "(name text PRIMARY KEY, spec text, created timestamp)",
+    "dataset_names": "(folded text PRIMARY KEY, name text)",
     "commits": "(dataset text, version bigint, payload blob, at timestamp,"
                " PRIMARY KEY ((dataset), version)) WITH CLUSTERING ORDER BY (version ASC)",
     "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
@@ -202,6 +205,8 @@ _STATEMENTS = {  # name: CQL; LWTs are not idempotent (see _IdempotentRetryPolic
     "update": "UPDATE {ks}.datasets SET spec = ? WHERE name = ? IF EXISTS",
     "names": "SELECT name FROM {ks}.datasets",
     "undataset": "DELETE FROM {ks}.datasets WHERE name = ? IF EXISTS",
+    "claim": "INSERT INTO {ks}.dataset_names (folded, name) VALUES (?, ?) IF NOT EXISTS",
+    "unclaim": "DELETE FROM {ks}.dataset_names WHERE folded = ? IF name = ?",
     "commit": "INSERT INTO {ks}.commits (dataset, version, payload, at) VALUES (?, ?, ?, ?)"
               " IF NOT EXISTS",
     "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?",
@@ -408,7 +413,18 @@ class CassandraStore(ChunkStore):
 
     # -- datasets ---------------------------------------------------------------------------
     def create_dataset(self, name: str, spec: str) -> None:
-        if not self._applied("create", (name, spec, datetime.now(UTC)), f"create dataset {name!r}"):
+        action = f"create dataset {name!r}"
+        # Datasets created before names were claimed have no claim: look for them first.
+        for other in self.list_datasets():
+            if other != name and other.lower() == name.lower():
+                raise DatasetExistsError(name, other)
+        # 1. claim the case-folded name: one LWT decides between `Trips` and `trips`. A claim
+        #    of our own exact name may be left by a create that died before step 2: ours again.
+        claim = self._rows("claim", (name.lower(), name), action, "commit")[0]
+        if not claim[0] and claim[-1] != name:  # not applied: [applied, folded, name]
+            raise DatasetExistsError(name, claim[-1])
+        # 2. the dataset itself: one LWT decides between two creators of the same name
+        if not self._applied("create", (name, spec, datetime.now(UTC)), action):
             raise DatasetExistsError(name)
 
     def get_dataset(self, name: str) -> str:
@@ -426,7 +442,12 @@ class CassandraStore(ChunkStore):
 
     def drop_dataset(self, name: str) -> None:
         action = f"drop dataset {name!r}"
-        self.get_dataset(name)
+        try:
+            self.get_dataset(name)
+        except DatasetNotFoundError:
+            # a create or drop of this name that died half-way may have left its claim
+            self._applied("unclaim", (name.lower(), name), action)
+            raise
         partitions = self._partitions(name, action)
         indexes = self._many("indexes", [(name, p) for p in partitions], action)
         slices = {(p, column, bucket) for p, rows in zip(partitions, indexes, strict=True)
@@ -439,6 +460,7 @@ class CassandraStore(ChunkStore):
                          ("unpartitions", (name,), 0), ("uncommits", (name,), 0)], action)
         if not self._applied("undataset", (name,), action):
             raise DatasetNotFoundError(name)
+        self._applied("unclaim", (name.lower(), name), action)  # the name is free again
 
     # -- data -------------------------------------------------------------------------------
     def put_chunks(self, dataset: str, chunks: Sequence[tuple[ChunkRef, bytes]]) -> None:

@@ -55,6 +55,8 @@ class SQLiteStore(ChunkStore):
             raise StoreError(f"{self.uri}: directory {self.path.parent} does not exist")
         conn = self._conn()
         try:
+            # a new file frees pages of dropped data incrementally (must precede the tables)
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.uri}: not a usable SQLite store: {exc}") from exc
@@ -97,13 +99,23 @@ class SQLiteStore(ChunkStore):
 
     # datasets
     def create_dataset(self, name: str, spec: str) -> None:
+        conn = self._conn()
         try:
-            self._write("INSERT INTO datasets (name, spec, created) VALUES (?, ?, ?)",
-                        [(name, spec, time.time())], immediate=True)
-        except StoreError as exc:
-            if isinstance(exc.__cause__, sqlite3.IntegrityError):
-                raise DatasetExistsError(name) from None
-            raise
+            conn.execute("BEGIN IMMEDIATE")  # the check and the insert are one transaction
+            try:
+                taken = conn.execute("SELECT name FROM datasets WHERE lower(name) = lower(?)",
+                                     (name,)).fetchone()
+                if taken is not None:
+                    raise DatasetExistsError(name, taken[0])
+                conn.execute("INSERT INTO datasets (name, spec, created) VALUES (?, ?, ?)",
+                             (name, spec, time.time()))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: write failed: {exc}") from exc
 
     def get_dataset(self, name: str) -> str:
         row = self._conn().execute("SELECT spec FROM datasets WHERE name = ?", (name,)).fetchone()
@@ -226,6 +238,31 @@ class SQLiteStore(ChunkStore):
             (dataset,),
         ).fetchall()
         return {str(c): int(n) for c, n in rows}
+
+    def reclaim(self) -> None:
+        """Give the pages of deleted chunks back to the file system.
+
+        Stores created with ``auto_vacuum=INCREMENTAL`` free their free pages in place; an older
+        store is converted once by a full ``VACUUM`` (which rewrites the file)."""
+        conn = self._conn()
+        try:
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                conn.execute("VACUUM")
+            else:
+                conn.execute("PRAGMA incremental_vacuum").fetchall()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: reclaiming free space failed: {exc}") from exc
+
+    def disk_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += Path(f"{self.path}{suffix}").stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
 
     def close(self) -> None:
         with self._lock:

@@ -14,10 +14,16 @@ import pyarrow.compute as pc
 
 from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import ChunkFormatError, decode_chunk
-from colonnade.errors import CommitConflictError, CorruptChunkError, SchemaError, StoreError
+from colonnade.errors import (
+    CommitConflictError,
+    CorruptChunkError,
+    DatasetExistsError,
+    SchemaError,
+    StoreError,
+)
 from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
-from colonnade.schema.types import logical_schema, schema_to_json, type_name
+from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
 from colonnade.storage.base import ChunkRef, ChunkStore
 from colonnade.table.commits import Commit, SegmentEntry, Snapshot
 from colonnade.table.scan import Scan
@@ -54,9 +60,13 @@ def schema_diff(expected: pa.Schema, got: pa.Schema) -> str:
 
 
 class Dataset:
-    def __init__(self, store: ChunkStore, spec: DatasetSpec) -> None:
+    """One dataset of a store. ``recorded=False`` makes a dataset that is recorded in the store
+    by its first commit (an ingest into a new dataset that fails leaves nothing behind)."""
+
+    def __init__(self, store: ChunkStore, spec: DatasetSpec, recorded: bool = True) -> None:
         self.store = store
         self.spec = spec
+        self.recorded = recorded
 
     @property
     def name(self) -> str:
@@ -86,7 +96,26 @@ class Dataset:
         return self.snapshot().version
 
     def schema_at(self, snapshot: Snapshot) -> pa.Schema:
-        return self.spec.schema
+        """The schema as of ``snapshot``: the last one its commits recorded (datasets written
+        before commits recorded their schema read with today's)."""
+        recorded = _recorded_schema(snapshot.commits)
+        return self.spec.schema if recorded is None else schema_from_json(recorded)
+
+    def _record(self) -> None:
+        """Record a dataset made with ``recorded=False`` just before its first commit. If a
+        concurrent writer recorded it first, carry on only if it asked for the same spec."""
+        try:
+            self.store.create_dataset(self.name, self.spec.to_json())
+        except DatasetExistsError as exc:
+            if exc.existing != self.name:
+                raise
+            existing = DatasetSpec.from_json(self.store.get_dataset(self.name))
+            differences = existing.differences(self.spec)
+            if differences:
+                raise SchemaError(f"dataset {self.name!r} was created meanwhile by another writer "
+                                  f"with {'; '.join(differences)}: nothing committed") from None
+            self.spec = existing
+        self.recorded = True
 
     def find_source(self, source: str) -> Commit | None:
         for c in self.history():
@@ -102,14 +131,19 @@ class Dataset:
         someone else meanwhile (returns -1), unless ``force``. Any other store error is resolved
         by reading the log back: if our commit id is there, it took effect.
         """
+        if not self.recorded:
+            self._record()
         latest = self.history()
         if commit.source is not None and not force and any(c.source == commit.source for c in latest):
             return -1  # committed by another writer since our caller checked
         version = latest[-1].version if latest else 0
+        schema = commit.schema
+        if schema is None and _recorded_schema(latest) != schema_to_json(self.spec.schema):
+            schema = schema_to_json(self.spec.schema)  # first commit, or the schema changed
         for _ in range(MAX_COMMIT_ATTEMPTS):
             version += 1
             record = Commit(version, commit.id, commit.kind, commit.source, time.time(), commit.added,
-                            commit.removed, commit.schema, commit.info)
+                            commit.removed, schema, commit.info)
             try:
                 fault_point("before_commit")
                 self.store.commit(self.name, version, record.to_payload())
@@ -183,6 +217,9 @@ class Dataset:
                 continue
             fields.append(pa.field(f.name, f.type, nullable=True))
         if len(fields) != len(current):
+            if not self.recorded:  # recorded with its first commit, merged schema and all
+                self.spec = self.spec.with_schema(pa.schema(fields))
+                return
             latest = DatasetSpec.from_json(self.store.get_dataset(self.name))
             merged = pa.schema(list(latest.schema) + [f for f in fields if f.name not in latest.schema.names])
             self.spec = latest.with_schema(merged)
@@ -200,7 +237,9 @@ class Dataset:
         if isinstance(data, str | Path):
             from colonnade.ingest.pipeline import ingest_files
 
-            return ingest_files(self, [Path(data)], force=force, schema_mode=schema_mode)
+            done = ingest_files(self, [Path(data)], force=force, schema_mode=schema_mode)
+            return AppendResult(done.version, done.rows, done.segments, done.bytes,
+                                skipped=done.skipped, reason=done.reason)
         if source is not None and not force and self.find_source(source) is not None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason=f"source {source} was already ingested")
         batches = _as_batches(data)
@@ -338,6 +377,14 @@ class Dataset:
                           "segments_added": len(c.added), "segments_removed": len(c.removed),
                           "source": c.source} for c in snapshot.commits],
         }
+
+
+def _recorded_schema(commits: Iterable[Commit]) -> list[list[str]] | None:
+    """The schema recorded by the last commit that recorded one (None: no commit did)."""
+    for c in reversed(list(commits)):
+        if c.schema is not None:
+            return c.schema
+    return None
 
 
 def _as_batches(data: Any) -> Iterator[pa.RecordBatch]:
