@@ -212,6 +212,10 @@ def test_the_demo_never_replaces_a_dataset_it_did_not_make(tmp_path: Path) -> No
     with colonnade.connect(uri) as store:
         assert store.dataset("gdelt").snapshot().rows == 5
         store.drop_dataset("gdelt")
+        store.create_dataset("gdelt", pa.schema([("id", pa.int64())]))  # empty, but someone's
+    assert cli(uri, "demo", "--rows", "500").status == 1
+    with colonnade.connect(uri) as store:
+        store.drop_dataset("gdelt")
     for _ in range(2):  # the demo replaces its own dataset, run after run
         assert cli(uri, "demo", "--rows", "500").status == 0
     with colonnade.connect(uri) as store:
