@@ -14,7 +14,6 @@ from ingest_helpers import table_of, version_of
 
 from colonnade.errors import IngestError, SchemaError
 from colonnade.ingest import (
-    IngestResult,
     NullProgress,
     Progress,
     ingest,
@@ -25,6 +24,7 @@ from colonnade.ingest import (
 from colonnade.ingest.pipeline import ALREADY_INGESTED, read_ahead
 from colonnade.ingest.progress import ConsoleProgress
 from colonnade.store import Store
+from colonnade.table.dataset import AppendResult
 
 pytestmark = pytest.mark.unit
 
@@ -100,7 +100,7 @@ def test_result_to_dict_and_summary_line(db: Store, tmp_path: Path) -> None:
 def test_append_with_a_path_goes_through_the_pipeline(db: Store, tmp_path: Path) -> None:
     ds = db.create_dataset("t", pa.schema([("id", pa.int64()), ("region", pa.string())]))
     result = ds.append(write(tmp_path / "a.csv", 0, 5))
-    assert isinstance(result, IngestResult) and result.rows == 5 and result.version == 1
+    assert isinstance(result, AppendResult) and result.rows == 5 and result.version == 1
     assert ds.append(tmp_path / "a.csv").skipped
 
 
