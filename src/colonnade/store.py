@@ -49,6 +49,11 @@ class Explain:
         return {"query": self.query, **self.totals(), "rows": self.rows, "seconds": self.seconds,
                 "scans": self.scans, "plan": self.plan}
 
+    def _repr_html_(self) -> str:
+        from colonnade.notebook import explain_html
+
+        return explain_html(self)
+
 
 class Store:
     """A Colonnade store: ``colonnade.connect(uri)`` returns one."""
