@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from colonnade.cli.answers import AnswerWriter
 from colonnade.store import Store
 
 PYTHON = sys.executable
@@ -258,6 +257,8 @@ class _Sink(io.RawIOBase):
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "parquet", "arrow"])
 def test_answers_are_written_batch_by_batch(fmt: str) -> None:
+    from colonnade.cli.answers import AnswerWriter
+
     table = mixed_table(rows=3000)
     pulled = [0]
 

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from colonnade.cli.output import fit_widths
-
 pytestmark = pytest.mark.unit
 
 PYTHON = sys.executable
@@ -132,6 +130,8 @@ def test_binary_formats_refuse_a_terminal(events: Path, fmt: str) -> None:
     ([1, 40], 20, [1, 19]),
 ])
 def test_fit_widths(natural: list[int], available: int, fitted: list[int]) -> None:
+    from colonnade.cli.output import fit_widths
+
     assert fit_widths(natural, available) == fitted
     if sum(natural) > available and sum(min(n, 3) for n in natural) < available:
         assert sum(fitted) == available
