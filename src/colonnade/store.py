@@ -159,7 +159,8 @@ class Store:
         """Run a query through DuckDB and stream its answer, batch by batch, without holding it
         all in memory: ``with store.sql_reader(q) as reader: for batch in reader: ...``.
 
-        The reader is valid inside the ``with`` block; leaving the block early stops the query.
+        The reader is valid inside the ``with`` block (which holds the store's DuckDB connection:
+        run no other query of this store inside it); leaving the block early stops the query.
         Errors while reading are raised as :meth:`sql` raises them."""
         pins = _pins(self, version, versions)
         with self._connection(pins) as (con, registered):

@@ -87,6 +87,20 @@ def test_terminal_tables_align_columns_after_wide_characters(events: Path) -> No
     assert len(ends) == 1, lines
 
 
+def test_terminal_tables_show_the_columns_that_fit_and_never_cut_numbers(events: Path) -> None:
+    numbers = ", ".join(f"{1234567 * (i + 1)} AS column_number_{i}" for i in range(30))
+    status, text, err = on_terminal("--store", str(events), "sql", f"SELECT {numbers}, 'text' AS t",
+                                    columns=60)
+    assert status == 0, err
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    assert all(width(line) <= 60 for line in lines), lines
+    assert len(lines) == 3
+    values = lines[2].split()
+    assert values == [str(1234567 * (i + 1)) for i in range(len(values))]  # whole numbers only
+    assert 2 <= len(values) < 31
+    assert err == f"({len(values)} of 31 columns shown: the others don't fit the terminal's 60 columns)\n(1 row)\n"
+
+
 def test_plain_tables_align_by_display_width(events: Path) -> None:
     query = "SELECT * FROM (VALUES ('中文', 1, 'x'), ('abc', 22, 'y'), ('한국어텍스트', 333, 'z')) t(name, n, tag)"
     env = _env()
@@ -128,10 +142,12 @@ def test_binary_formats_refuse_a_terminal(events: Path, fmt: str) -> None:
     ([2, 59, 26, 24, 4], 60, [2, 18, 18, 18, 4]),  # the widest give way first, to one width
     ([10, 10, 10], 6, [3, 3, 3]),  # never below 3 characters (the terminal cuts the rest)
     ([1, 40], 20, [1, 19]),
+    ([10, 10, 11], 25, [9, 8, 8]),
 ])
 def test_fit_widths(natural: list[int], available: int, fitted: list[int]) -> None:
     from colonnade.cli.output import fit_widths
 
     assert fit_widths(natural, available) == fitted
+    assert fit_widths([10, 40], 20, least=[10, 3]) == [10, 10]  # a number keeps its width
     if sum(natural) > available and sum(min(n, 3) for n in natural) < available:
         assert sum(fitted) == available

@@ -170,31 +170,53 @@ def _print_rich_table(columns: Sequence[str], rows: Sequence[Sequence[str]], rig
     from rich.table import Table
 
     console = Console()
-    natural = [max([cell_len(c)] + [cell_len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    # what the box takes besides the cells: both edges, a separator between columns and one
-    # space of padding either side of every cell
-    around = 2 + max(len(columns) - 1, 0) + 2 * len(columns)
-    widths = fit_widths(natural, console.width - around)
+    values = [max([0] + [cell_len(r[i]) for r in rows]) for i in range(len(columns))]
+    natural = [max(cell_len(c), v) for c, v in zip(columns, values, strict=True)]
+    # a number cut short would read as another number: numbers keep their width, text is cut
+    least = [v if r else min(n, 3) for n, v, r in zip(natural, values, right, strict=True)]
+    shown = _columns_that_fit([max(m, min(n, 6)) for n, m in zip(natural, least, strict=True)],
+                              console.width)
+    widths = fit_widths(natural[:shown], console.width - _around(shown), least[:shown])
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for name, r, width in zip(columns, right, widths, strict=True):
+    for name, r, width in zip(columns, right, widths, strict=False):
         table.add_column(name, justify="right" if r else "left", width=width, overflow="ellipsis",
                          no_wrap=True)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*row[:shown])
     console.print(table)
+    if shown < len(columns):
+        note(f"({shown} of {len(columns)} columns shown: the others don't fit the terminal's "
+             f"{console.width} columns)")
 
 
-def fit_widths(natural: Sequence[int], available: int, smallest: int = 3) -> list[int]:
+def _around(ncolumns: int) -> int:
+    """What a table's box takes besides its cells: both edges, a separator between columns and
+    one space of padding either side of every cell."""
+    return 2 + max(ncolumns - 1, 0) + 2 * ncolumns
+
+
+def _columns_that_fit(readable: Sequence[int], width: int) -> int:
+    """How many columns, from the left, fit ``width`` at their ``readable`` widths; at least one."""
+    used = 0
+    for n, w in enumerate(readable):
+        used += w
+        if used + _around(n + 1) > width:
+            return max(n, 1)
+    return len(readable)
+
+
+def fit_widths(natural: Sequence[int], available: int, least: Sequence[int] | None = None) -> list[int]:
     """Column widths that fit ``available`` columns of text: the widest columns give way first
-    (all of them are cut to one common width, the largest that fits), none below ``smallest``
-    (or its own natural width). When even that doesn't fit, the terminal cuts the right end."""
+    (all of them are cut to one common width, the largest that fits), none below its ``least``
+    width (default: 3, or its natural width if smaller). When even that doesn't fit, the
+    terminal cuts the right end."""
     widths = list(natural)
     if sum(widths) <= available:
         return widths
-    floor = [min(w, smallest) for w in widths]
+    floor = list(least) if least is not None else [min(w, 3) for w in widths]
     if sum(floor) >= available:
         return floor
-    lo, hi = smallest, max(widths)  # the largest cap whose total fits
+    lo, hi = 0, max(widths)  # the largest cap whose total fits
     while lo < hi:
         cap = (lo + hi + 1) // 2
         if sum(max(f, min(w, cap)) for w, f in zip(widths, floor, strict=True)) <= available:
