@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +20,9 @@ from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
+
+#: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
+SQL_BATCH_ROWS = 65_536
 
 
 @dataclass
@@ -45,6 +48,11 @@ class Explain:
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, **self.totals(), "rows": self.rows, "seconds": self.seconds,
                 "scans": self.scans, "plan": self.plan}
+
+    def _repr_html_(self) -> str:
+        from colonnade.notebook import explain_html
+
+        return explain_html(self)
 
 
 class Store:
@@ -199,6 +207,34 @@ class Store:
                 _reraise_scan_error(registered)
                 raise QueryError(_one_line(exc)) from None
 
+    @contextmanager
+    def sql_reader(self, query: str, version: int | None = None, versions: dict[str, int] | None = None,
+                   batch_rows: int = SQL_BATCH_ROWS) -> Iterator[pa.RecordBatchReader]:
+        """Run a query through DuckDB and stream its answer, batch by batch, without holding it
+        all in memory: ``with store.sql_reader(q) as reader: for batch in reader: ...``.
+
+        The reader is valid inside the ``with`` block (which holds the store's DuckDB connection:
+        run no other query of this store inside it); leaving the block early stops the query.
+        Errors while reading are raised as :meth:`sql` raises them."""
+        pins = _pins(self, version, versions)
+        with self._connection(pins) as (con, registered):
+            try:
+                reader = con.sql(query).to_arrow_reader(batch_rows)
+            except duckdb.Error as exc:
+                _reraise_scan_error(registered)
+                raise QueryError(_one_line(exc)) from None
+            batches = _checked_batches(reader, registered)
+            try:
+                yield pa.RecordBatchReader.from_batches(reader.schema, batches)
+            finally:
+                batches.close()
+                reader.close()
+
+    def _repr_html_(self) -> str:
+        from colonnade.notebook import store_html
+
+        return store_html(self)
+
     def explain(self, query: str, version: int | None = None) -> Explain:
         """Run a query and report what each dataset scan pruned and read."""
         pins = _pins(self, version, None)
@@ -222,6 +258,37 @@ def _pins(store: Store, version: int | None, versions: dict[str, int] | None) ->
     for name in store.datasets():
         pins.setdefault(name, version)
     return pins
+
+
+def _checked_batches(reader: pa.RecordBatchReader,
+                     registered: dict[str, ColonnadeArrowDataset]) -> Generator[pa.RecordBatch, None, None]:
+    """``reader``'s batches, with a failure of the running query raised as ``sql`` raises it
+    (DuckDB reports the errors of a streamed answer as Arrow errors or plain ``OSError``)."""
+    try:
+        yield from reader
+    except (duckdb.Error, pa.ArrowException, OSError) as exc:
+        _reraise_scan_error(registered)
+        raise QueryError(_one_line(exc)) from None
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a SQL script; ``answers`` is False for those that return nothing to
+    show (``SET``, ``CREATE``, ``DROP``, ``BEGIN``...)."""
+
+    text: str
+    answers: bool
+
+
+def split_statements(text: str) -> list[Statement]:
+    """The statements of a SQL script, split by DuckDB's own parser (so a ``;`` inside a string
+    or a comment doesn't split); empty statements are dropped."""
+    try:
+        parsed = duckdb.extract_statements(text)
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
+    return [Statement(s.query.strip(), duckdb.ExpectedResultType.NOTHING not in s.expected_result_type)
+            for s in parsed if s.query.strip().strip(";").strip()]
 
 
 def _reraise_scan_error(registered: dict[str, ColonnadeArrowDataset]) -> None:
@@ -259,4 +326,4 @@ def connect(uri: str | None = None) -> Store:
     return Store(open_store(str(parse_store_uri(uri).display) if uri is None else uri))
 
 
-__all__ = ["Explain", "Store", "connect", "default_store_uri"]
+__all__ = ["Explain", "Statement", "Store", "connect", "default_store_uri", "split_statements"]

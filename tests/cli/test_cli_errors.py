@@ -72,7 +72,7 @@ def test_ctrl_c_exits_130(invoke: Invoke, events: Path, monkeypatch: pytest.Monk
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Store, "sql", interrupted)
+    monkeypatch.setattr(Store, "sql_reader", interrupted)
     result = invoke("sql", "SELECT 1")
     assert result.exit_code == 130
     assert result.stderr.strip() == "interrupted"
@@ -83,7 +83,7 @@ def test_unexpected_errors_are_one_line_with_a_hint(invoke: Invoke, events: Path
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(Store, "sql", broken)
+    monkeypatch.setattr(Store, "sql_reader", broken)
     line = one_error_line(invoke("sql", "SELECT 1"))
     assert line == "error: unexpected RuntimeError: boom (rerun with --debug for the traceback)"
     debug = invoke("--debug", "sql", "SELECT 1")

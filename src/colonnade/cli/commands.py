@@ -15,12 +15,13 @@ import click
 
 from colonnade.cli.context import Settings, pass_settings
 from colonnade.cli.output import (
+    ANSWER_FORMATS,
+    BINARY_FORMATS,
     cell,
     echo_json,
     human_bytes,
     human_time,
     note,
-    print_arrow,
     print_pairs,
     print_table,
     stderr_is_tty,
@@ -126,17 +127,62 @@ def _query_text(query: str) -> str:
 
 @click.command()
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True)
-@click.option("--version", type=click.IntRange(min=0), metavar="N",
-              help="Read every dataset as of version N.")
+@click.option("--format", "fmt", type=click.Choice(ANSWER_FORMATS), default="table", show_default=True,
+              help="table: aligned text (fitted to the terminal); csv; json: one array of objects; "
+                   "jsonl: one object a line; parquet, arrow (IPC file): binary, to a file or a pipe.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write the answer to FILE instead of stdout.")
+@click.option("--version", "pins", multiple=True, metavar="N|DATASET=N",
+              help="Read every dataset as of version N, or DATASET as of version N (repeatable).")
 @pass_settings
-def sql(settings: Settings, query: str, fmt: str, version: int | None) -> None:
-    """Run a SQL QUERY (DuckDB's dialect; '-' reads it from stdin) over the datasets."""
-    text = _query_text(query)
+def sql(settings: Settings, query: str, fmt: str, output: Path | None, pins: tuple[str, ...]) -> None:
+    """Run a SQL QUERY (DuckDB's dialect; '-' reads it from stdin) over the datasets.
+
+    The answer streams out as it is computed. QUERY may hold several statements separated by
+    ';': each answer is printed in turn."""
+    from colonnade.cli.answers import OutputError, answer_output, report_written
+    from colonnade.store import split_statements
+
+    version, versions = _versions(pins)
+    statements = split_statements(_query_text(query))
+    if not statements:
+        raise click.BadParameter("the query is empty", param_hint="QUERY")
+    if fmt in BINARY_FORMATS and sum(s.answers for s in statements) > 1:
+        raise OutputError(f"a {fmt} file holds one answer, and the query has "
+                          f"{sum(s.answers for s in statements)} statements that answer")
+    rows = 0
     with settings.connect() as store:
-        answer = store.sql(text, version=version)
-    print_arrow(answer, fmt)
+        for name in versions:
+            if name not in store:
+                raise DatasetNotFoundError(name)
+        with answer_output(output, fmt) as writer:
+            for statement in statements:
+                with store.sql_reader(statement.text, version=version, versions=versions) as reader:
+                    if statement.answers:
+                        rows += writer.write(reader)
+                    else:
+                        reader.read_all()  # runs it (SET, CREATE ...): nothing to show
+    report_written(output, rows, writer.answers)
+
+
+def _versions(pins: tuple[str, ...]) -> tuple[int | None, dict[str, int]]:
+    """``--version N`` (every dataset) and ``--version DATASET=N`` (one dataset) options."""
+    every: int | None = None
+    each: dict[str, int] = {}
+    for pin in pins:
+        name, sep, number = pin.rpartition("=")
+        name = name.strip()
+        if not number.strip().isdigit() or (sep and not name):
+            raise click.BadParameter(f"expected N or DATASET=N (N ≥ 0), got {pin!r}", param_hint="--version")
+        n = int(number)
+        if not sep:
+            if every is not None and every != n:
+                raise click.BadParameter(f"two versions for every dataset: {every} and {n}",
+                                         param_hint="--version")
+            every = n
+        elif each.setdefault(name, n) != n:
+            raise click.BadParameter(f"two versions for dataset {name!r}", param_hint="--version")
+    return every, each
 
 
 @click.command()

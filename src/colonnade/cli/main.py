@@ -9,17 +9,19 @@ print errors or call ``sys.exit`` themselves.
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 from typing import Any
 
 import click
 
+from colonnade import __version__
+from colonnade.cli import EXIT_INTERRUPTED
 from colonnade.cli.context import Settings
 from colonnade.config import default_store_uri
 from colonnade.errors import ColonnadeError
 
 EXIT_ERROR = 1
-EXIT_INTERRUPTED = 130
 
 
 def _reason(exc: BaseException) -> str:
@@ -58,13 +60,24 @@ def report(exc: BaseException, debug: bool) -> None:
 class ColonnadeGroup(click.Group):
     """A click group whose ``invoke`` is the error funnel of the whole command tree."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except KeyboardInterrupt:  # Ctrl-C while the options are parsed: no "Aborted!"
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # here, so that a closed pipe is seen by the handler below
+            return result
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except BrokenPipeError:
-            raise  # a closed pipe (`| head`) is not an error: click handles it quietly
+            # the reader of stdout is gone (`| head`): not an error, nothing more to say
+            _discard_stdout()
+            ctx.exit(0)
         except KeyboardInterrupt:
             click.echo("\ninterrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
@@ -74,10 +87,15 @@ class ColonnadeGroup(click.Group):
             ctx.exit(EXIT_ERROR)
 
 
-def _version() -> str:
-    from colonnade import __version__
-
-    return __version__
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing what is still buffered at exit doesn't fail
+    again (Python would print "Exception ignored ... BrokenPipeError" and exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (tests)
+        pass
 
 
 @click.group(cls=ColonnadeGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +103,7 @@ def _version() -> str:
               help="sqlite:///path.db (or a path) or cassandra://host[,host][:port]/keyspace. "
                    "Default: $COLONNADE_STORE, else ./colonnade.db.")
 @click.option("--debug", is_flag=True, help="Print tracebacks of errors.")
-@click.version_option(package_name="colonnade", message="%(prog)s %(version)s")
+@click.version_option(__version__, message="%(prog)s %(version)s")  # no package metadata scan
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
     """Colonnade: a columnar analytical store on Cassandra or one SQLite file, queried with SQL."""
@@ -106,8 +124,14 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
-    cli.main(args=argv, prog_name="colonnade")
+    """Run the command line (the console script is ``colonnade.cli.run``, which calls this)."""
+    try:
+        cli.main(args=argv, prog_name="colonnade")
+    except KeyboardInterrupt:  # before or after the group's own handler (parsing, exit)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _discard_stdout()
+        sys.exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

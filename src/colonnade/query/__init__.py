@@ -1,5 +1,23 @@
-"""SQL through DuckDB: the Arrow dataset adapter, predicate reading and pruning rules."""
+"""SQL through DuckDB: the Arrow dataset adapter, predicate reading and pruning rules.
 
-from colonnade.query.adapter import ColonnadeArrowDataset
+``ColonnadeArrowDataset`` is loaded on first use: ``table.scan`` imports this package's
+expression and pruning modules, and the adapter imports ``table.scan`` back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from colonnade.query.adapter import ColonnadeArrowDataset
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ColonnadeArrowDataset":
+        from colonnade.query.adapter import ColonnadeArrowDataset
+
+        return ColonnadeArrowDataset
+    raise AttributeError(f"module 'colonnade.query' has no attribute {name!r}")
+
 
 __all__ = ["ColonnadeArrowDataset"]

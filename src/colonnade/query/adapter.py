@@ -15,14 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
+from colonnade._lazy import import_pyarrow_dataset
 from colonnade.errors import ColonnadeError
 from colonnade.table.scan import Scan, ScanMetrics, read_schema
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as pds
+
     from colonnade.table.commits import Snapshot
     from colonnade.table.dataset import Dataset
+else:
+    pds = import_pyarrow_dataset()  # without pandas: it costs seconds of start-up
 
 
 class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]

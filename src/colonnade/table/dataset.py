@@ -79,6 +79,11 @@ class Dataset:
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, store={self.store.uri})"
 
+    def _repr_html_(self) -> str:
+        from colonnade.notebook import dataset_html
+
+        return dataset_html(self)
+
     # -- the commit log
     def history(self, after: int = 0) -> list[Commit]:
         return [Commit.from_payload(self.name, v, p) for v, p in self.store.list_commits(self.name, after)]

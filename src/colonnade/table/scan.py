@@ -102,6 +102,12 @@ class Scan:
     def at_version(self, version: int | None) -> Scan:
         return replace(self, version=version, snapshot=None)
 
+    def _repr_html_(self) -> str:
+        """The plan, and the first rows when they are cheap to read (never a full scan)."""
+        from colonnade.notebook import scan_html
+
+        return scan_html(self)
+
     # -- planning
     def plan(self) -> ScanPlan:
         ds = self.dataset
