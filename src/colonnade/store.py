@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from duckdb import DuckDBPyConnection
 
 from colonnade.config import default_store_uri, parse_store_uri
 from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryError, SchemaError
@@ -179,7 +180,7 @@ class Store:
         return con
 
     @contextmanager
-    def _connection(self, versions: dict[str, int] | None) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
+    def _connection(self, versions: dict[str, int] | None) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
         with self._duck_lock:
             if self._duck is None:
                 self._duck = duckdb.connect()
@@ -252,9 +253,11 @@ class Store:
 
 
 def _pins(store: Store, version: int | None, versions: dict[str, int] | None) -> dict[str, int] | None:
+    """Each dataset's pinned version: ``versions`` names datasets as SQL does (any case; an
+    unknown one is DatasetNotFoundError), ``version`` pins every other dataset."""
+    pins = {store.resolve(name): v for name, v in (versions or {}).items()}
     if version is None:
-        return versions
-    pins = dict(versions or {})
+        return pins or None
     for name in store.datasets():
         pins.setdefault(name, version)
     return pins

@@ -19,7 +19,7 @@ import pytest
 from reliability_helpers import Run, run_cli, write_events
 
 import colonnade
-from colonnade.errors import DatasetExistsError, SchemaError
+from colonnade.errors import DatasetExistsError, DatasetNotFoundError, SchemaError
 from colonnade.store import Store
 
 
@@ -220,3 +220,13 @@ def test_the_demo_never_replaces_a_dataset_it_did_not_make(tmp_path: Path) -> No
         assert cli(uri, "demo", "--rows", "500").status == 0
     with colonnade.connect(uri) as store:
         assert store.dataset("gdelt").snapshot().rows == 500
+
+
+def test_version_pins_name_datasets_as_sql_does(module_store: Store, name: str) -> None:
+    ds = module_store.create_dataset(f"{name}_Pinned", pa.schema([("id", pa.int64())]))
+    ds.append(pa.table({"id": [1]}))
+    ds.append(pa.table({"id": [2]}))
+    query = f"SELECT count(*) AS n FROM {name}_pinned"
+    assert module_store.sql(query, versions={f"{name}_PINNED": 1}).to_pylist() == [{"n": 1}]
+    with pytest.raises(DatasetNotFoundError):
+        module_store.sql(query, versions={f"{name}_nowhere": 1})

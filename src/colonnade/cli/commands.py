@@ -152,9 +152,6 @@ def sql(settings: Settings, query: str, fmt: str, output: Path | None, pins: tup
                           f"{sum(s.answers for s in statements)} statements that answer")
     rows = 0
     with settings.connect() as store:
-        for name in versions:
-            if name not in store:
-                raise DatasetNotFoundError(name)
         with answer_output(output, fmt) as writer:
             for statement in statements:
                 with store.sql_reader(statement.text, version=version, versions=versions) as reader:
@@ -338,7 +335,8 @@ def drop(settings: Settings, dataset: str, yes: bool) -> None:
     with settings.connect() as store:
         before = store.disk_bytes()
         ds = store.dataset(dataset)
-        confirm_destruction(f"drop dataset {ds.name!r} ({ds.snapshot().rows:,} rows) from "
+        rows = ds.snapshot().rows
+        confirm_destruction(f"drop dataset {ds.name!r} ({rows:,} row{'s' if rows != 1 else ''}) from "
                             f"{store.uri}", yes)
         store.drop_dataset(ds.name)
         click.echo(f"dropped dataset {ds.name!r} from {store.uri}")

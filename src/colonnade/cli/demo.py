@@ -115,7 +115,7 @@ def run_demo(rows: int = DEFAULT_ROWS, store: str | None = None, data_dir: str |
     path = directory / f"gdelt-{rows}.tsv"
     try:
         # 1. the data
-        log(f"generating {rows:,} GDELT-shaped rows into {path}")
+        log(f"generating {rows:,} GDELT-shaped row{'s' if rows != 1 else ''} into {path}")
         start = time.perf_counter()
         with row_bar(show_progress, rows, "generating") as update:
             nbytes = generate(path, rows, seed=seed, progress=update)
