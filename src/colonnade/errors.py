@@ -43,6 +43,17 @@ class DatasetExistsError(DatasetError):
         self.existing = existing or name
 
 
+class VersionNotFoundError(DatasetError):
+    """A version that the dataset's log does not have (``latest`` is its newest one)."""
+
+    def __init__(self, dataset: str, version: int, latest: int | None) -> None:
+        where = f" (latest is {latest})" if latest is not None else ""
+        super().__init__(f"dataset {dataset!r} has no version {version}{where}")
+        self.dataset = dataset
+        self.version = version
+        self.latest = latest
+
+
 class SchemaError(DatasetError):
     """Data does not match a dataset's schema, or a schema text is invalid."""
 

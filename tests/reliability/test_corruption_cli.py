@@ -96,8 +96,8 @@ def test_corrupt_chunks_name_themselves_and_verify_lists_them_all(
 
 BAD_COMMITS = [
     (b'{"format": 1, "id": "x", "kind": "app', "not valid JSON"),  # cut short
-    (json.dumps({"format": 2, "id": "x", "kind": "append", "added": []}).encode(),
-     "commit format 2 is unknown to this build (reads 1)"),  # written by a newer build
+    (json.dumps({"format": 3, "actions": []}).encode(),
+     "commit format 3 is unknown to this build (it reads formats 1, 2)"),  # written by a newer build
 ]
 
 
@@ -109,11 +109,15 @@ def test_a_bad_commit_record_is_an_explicit_error_for_every_command(
     for payload, reason in BAD_COMMITS:
         raw_store.write_commit("t", 2, payload)  # the middle one of three
         expected = f"error: dataset 't': commit 2 is unreadable: {reason}"
-        for args in (["sql", "SELECT count(*) FROM t"], ["sql", "SELECT count(*) FROM t", "--version", "1"],
+        for args in (["sql", "SELECT count(*) FROM t"], ["sql", "SELECT count(*) FROM t", "--version", "2"],
+                     ["sql", "SELECT count(*) FROM t", "--version", "3"],
                      ["describe", "t"], ["verify", "t"], ["datasets"], ["vacuum", "t", "--grace", "0"],
                      ["ingest", "t", str(csv)]):
             err = one_line_error(invoke(*args))
             assert err.startswith(expected), (args, err)
+        # version 1 does not need commit 2, and reads exactly as before
+        v1 = invoke("sql", "SELECT count(*) AS n FROM t", "--version", "1", "--format", "csv")
+        assert v1.exit_code == 0 and v1.stdout == "n\n150\n", v1.output
         # nothing was written meanwhile (no commit, and vacuum removed nothing)
         assert [v for v, _ in store.chunk_store.list_commits("t")] == [1, 2, 3]
         assert len(store.chunk_store.get_segments("t")) == len(segments)

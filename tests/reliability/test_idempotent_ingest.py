@@ -123,8 +123,20 @@ class Delegating(ChunkStore):
         self.commit_calls += 1
         self.inner.commit(dataset, version, payload)
 
-    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
-        return self.inner.list_commits(dataset, after)
+    def list_commits(self, dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
+        return self.inner.list_commits(dataset, after, upto)
+
+    def latest_version(self, dataset: str) -> int:
+        return self.inner.latest_version(dataset)
+
+    def put_checkpoint(self, dataset: str, version: int, payload: bytes) -> None:
+        self.inner.put_checkpoint(dataset, version, payload)
+
+    def list_checkpoints(self, dataset: str) -> list[int]:
+        return self.inner.list_checkpoints(dataset)
+
+    def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
+        return self.inner.get_checkpoint(dataset, version)
 
 
 class LandedThenTimedOut(Delegating):

@@ -44,3 +44,25 @@ def gdelt(settings: Settings, rows: int | None, store_uri: str | None, out: Path
     options: dict[str, Any] = {"rows": rows, "store": store, "out": out, "baseline_rows": baseline_rows,
                "layouts": names, "repeats": repeats}
     study.main(**{k: v for k, v in options.items() if v is not None})
+
+
+@bench.command("log")
+@click.option("--commits", type=click.IntRange(min=2), default=20_000, show_default=True, metavar="N",
+              help="One-row commits in the long log.")
+@click.option("--small", type=click.IntRange(min=1), default=20, show_default=True, metavar="N",
+              help="One-row commits in the short log it is compared with.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch "
+                   "SQLite store in --out).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where log.json and log.md go.")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, metavar="K",
+              help="Repetitions per measurement (the median is reported).")
+@pass_settings
+def log(settings: Settings, commits: int, small: int, store_uri: str | None, out: Path,
+        repeats: int) -> None:
+    """The cost of a long commit log: open, plan, SQL and source lookup at N vs 20 commits."""
+    from colonnade.bench import log as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(commits=commits, small=small, store=store, out=out, repeats=repeats)

@@ -281,17 +281,24 @@ def _print_description(info: dict[str, Any]) -> None:
 def verify(settings: Settings, dataset: str, version: int | None, as_json: bool) -> None:
     """Check the checksum of every chunk of DATASET; exit 1 listing every bad chunk."""
     with settings.connect() as store:
-        checked, problems = store.dataset(dataset).verify(version)
+        ds = store.dataset(dataset)
+        checked, problems = ds.verify(version)
+        checkpoints, damaged = ds.verify_checkpoints()
     if as_json:
-        echo_json({"dataset": dataset, "chunks_checked": checked, "ok": not problems,
+        echo_json({"dataset": dataset, "chunks_checked": checked, "ok": not problems and not damaged,
                    "problems": [{"dataset": p.dataset, "column": p.column, "segment": p.segment,
-                                 "reason": p.reason} for p in problems]})
+                                 "reason": p.reason} for p in problems],
+                   "checkpoints_checked": checkpoints,
+                   "damaged_checkpoints": [{"version": d.version, "reason": d.reason} for d in damaged]})
     else:
         for p in problems:
             click.echo(str(p))
-    if problems:
-        raise VerifyFailedError(f"{len(problems)} of {checked} chunks of dataset {dataset!r} "
-                                "failed verification")
+        for d in damaged:
+            click.echo(f"{d} (the log is read instead)")
+    if problems or damaged:
+        what = [f"{len(problems)} of {checked} chunks"] if problems else []
+        what += [f"{len(damaged)} of {checkpoints} checkpoints"] if damaged else []
+        raise VerifyFailedError(f"{' and '.join(what)} of dataset {dataset!r} failed verification")
     if not as_json:
         click.echo(f"ok: {checked} chunks of dataset {dataset!r} verified")
 

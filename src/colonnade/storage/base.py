@@ -1,8 +1,10 @@
 """The storage protocol: what every store (embedded SQLite, Apache Cassandra) must provide.
 
-A store holds four kinds of records per dataset: the dataset's spec, chunk bytes, segment-index
-rows and commit records. The table layer builds the commit protocol on top of the guarantees
-below; a store that can't keep one of them is not a store.
+A store holds, per dataset, a log — its spec, commit records and checkpoints
+(:class:`LogStore`) — and data — chunk bytes and segment-index rows (:class:`DataStore`).
+Each backend implements both in one place (:class:`ChunkStore`). The table layer builds the
+commit protocol on top of the guarantees below; a store that can't keep one of them is not a
+store.
 """
 
 from __future__ import annotations
@@ -38,36 +40,36 @@ class SegmentRow:
     stats: bytes  # JSON, decoded by the table layer
 
 
-class ChunkStore(ABC):
-    """Abstract store of chunks, segment-index rows and commit records.
+class LogStore(ABC):
+    """The log of every dataset of a store: its catalog entry (name and spec), its commit
+    records and its checkpoints. The table layer builds the commit protocol on it.
 
     Guarantees every implementation must keep:
 
-    1. **Durable writes.** When ``put_chunks``/``put_segments``/``commit`` return, what they
-       wrote survives a crash of the writing process (and, for SQLite, of the machine once
-       ``commit`` has returned).
-    2. **Atomic, exclusive commits.** ``commit(dataset, version, ...)`` either makes the whole
-       record visible or nothing, and succeeds for exactly one caller per ``(dataset, version)``;
-       every other caller gets :class:`~colonnade.errors.CommitConflictError` and nothing of
-       theirs is written. A caller that gets any other error must not assume either outcome:
-       it reads the commit log back (``list_commits``) to learn what happened.
-    3. **Consistent listing.** After ``commit`` returns, ``list_commits`` from any client returns
-       that version (for Cassandra: at the configured read/write consistency, which must
-       overlap). Commits are listed in version order.
-    4. **Read your chunks.** A chunk or segment row written before a commit that names it is
-       readable by every reader that can see the commit.
-    5. **Create exactly once.** ``create_dataset`` succeeds for one caller per name, where names
+    1. **Atomic, exclusive commits (put-if-absent).** ``commit(dataset, version, payload)``
+       either makes the whole record visible or nothing, and succeeds for exactly one caller per
+       ``(dataset, version)``; every other caller gets
+       :class:`~colonnade.errors.CommitConflictError` and nothing of theirs is written. A caller
+       that gets any other error must not assume either outcome: it reads the log back
+       (``list_commits``) to learn what happened.
+    2. **Durable.** When ``commit`` returns, the record survives a crash of the writing process
+       (and, for SQLite, of the machine).
+    3. **Consistent listing.** After ``commit`` returns, ``list_commits`` and ``latest_version``
+       from any client see that version (for Cassandra: at the configured read/write
+       consistency, which must overlap). Commits are listed in version order, without gaps.
+    4. **Create exactly once.** ``create_dataset`` succeeds for one caller per name, where names
        that differ only in case are one name (SQL folds them): creating ``Trips`` next to
        ``trips`` fails, whoever runs first.
-    6. **Nothing partial is visible.** Chunks and segment rows not named by a commit are never
-       returned as data by the table layer; they are found and removed by ``vacuum``.
+    5. **Checkpoints are hints.** ``put_checkpoint`` overwrites; a checkpoint may be missing or
+       damaged and readers fall back to an older one or to the log itself, so it needs no
+       agreement between writers.
 
     Stores are safe to use from several threads at once.
     """
 
     uri: str
 
-    # datasets
+    # the catalog
     @abstractmethod
     def create_dataset(self, name: str, spec: str) -> None:
         """Record a new dataset; raise DatasetExistsError if the name, or a name equal to it
@@ -87,9 +89,53 @@ class ChunkStore(ABC):
 
     @abstractmethod
     def drop_dataset(self, name: str) -> None:
-        """Delete a dataset and everything stored for it; raise DatasetNotFoundError if absent."""
+        """Delete a dataset and everything stored for it (log, checkpoints, segments, chunks);
+        raise DatasetNotFoundError if absent."""
 
-    # data
+    # commits
+    @abstractmethod
+    def commit(self, dataset: str, version: int, payload: bytes) -> None:
+        """Atomically write commit ``version``; CommitConflictError if the version is taken."""
+
+    @abstractmethod
+    def list_commits(self, dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
+        """Commit records with ``after < version ≤ upto`` (no upper bound when None), in
+        version order."""
+
+    def latest_version(self, dataset: str) -> int:
+        """The newest committed version (0 when there is none)."""
+        commits = self.list_commits(dataset)
+        return commits[-1][0] if commits else 0
+
+    # checkpoints
+    @abstractmethod
+    def put_checkpoint(self, dataset: str, version: int, payload: bytes) -> None:
+        """Write (or overwrite) the checkpoint of ``version``."""
+
+    @abstractmethod
+    def list_checkpoints(self, dataset: str) -> list[int]:
+        """Versions that have a checkpoint, ascending."""
+
+    @abstractmethod
+    def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
+        """The checkpoint of ``version`` (None if there is none)."""
+
+
+class DataStore(ABC):
+    """Chunk bytes and segment-index rows of every dataset of a store.
+
+    Guarantees every implementation must keep:
+
+    1. **Durable writes.** When ``put_chunks``/``put_segments`` return, what they wrote survives
+       a crash of the writing process; a commit written after them makes them durable with it.
+    2. **Read your chunks.** A chunk or segment row written before a commit that names it is
+       readable by every reader that can see the commit.
+    3. **Nothing partial is visible.** Chunks and segment rows not named by a commit are never
+       returned as data by the table layer; they are found and removed by ``vacuum``.
+
+    Stores are safe to use from several threads at once.
+    """
+
     @abstractmethod
     def put_chunks(self, dataset: str, chunks: Sequence[tuple[ChunkRef, bytes]]) -> None:
         """Write chunks (durably, see guarantee 1). Existing keys are overwritten."""
@@ -111,15 +157,6 @@ class ChunkStore(ABC):
     def delete_segments(self, dataset: str, segments: Sequence[SegmentRow], columns: Sequence[str]) -> None:
         """Remove segment rows and their chunks of the given columns (used by vacuum)."""
 
-    # commit log
-    @abstractmethod
-    def commit(self, dataset: str, version: int, payload: bytes) -> None:
-        """Atomically write commit ``version``; CommitConflictError if the version is taken."""
-
-    @abstractmethod
-    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
-        """Commit records with version > ``after``, in version order."""
-
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         """Bytes on disk per column as the store reports them, when it can (else None)."""
         return None
@@ -131,6 +168,11 @@ class ChunkStore(ABC):
     def disk_bytes(self) -> int | None:
         """Bytes the store takes on disk, when it can tell (else None)."""
         return None
+
+
+class ChunkStore(LogStore, DataStore):
+    """A backend: a log store and a data store in one place (one SQLite file, one Cassandra
+    keyspace), found by URI scheme (:func:`colonnade.storage.open_store`)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -13,6 +13,8 @@ dataset a handful of single-partition queries instead of full-table scans. Table
     dataset_names (folded PRIMARY KEY, name)                       claims a name whatever its
                                                                    case (LWT, before datasets)
     commits     ((dataset), version, payload, at)                  INSERT ... IF NOT EXISTS
+    checkpoints ((dataset), version, part, parts, payload)         the live state every N
+                                                                   commits, in ≤ 1 MiB parts
     partitions  ((dataset), partition)                             partition values in use
     segments    ((dataset, partition), segment, commit, rows, bucket, stats)
     chunks      ((dataset, partition, column, bucket), segment, part, parts, data)
@@ -77,6 +79,8 @@ _TABLES = {
     "dataset_names": "(folded text PRIMARY KEY, name text)",
     "commits": "(dataset text, version bigint, payload blob, at timestamp,"
                " PRIMARY KEY ((dataset), version)) WITH CLUSTERING ORDER BY (version ASC)",
+    "checkpoints": "(dataset text, version bigint, part int, parts int, payload blob,"
+                   " PRIMARY KEY ((dataset), version, part))",
     "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
     "segments": "(dataset text, partition text, segment text, commit text, rows bigint,"
                 " bucket int, stats blob, PRIMARY KEY ((dataset, partition), segment))",
@@ -209,8 +213,16 @@ _STATEMENTS = {  # name: CQL; LWTs are not idempotent (see _IdempotentRetryPolic
     "unclaim": "DELETE FROM {ks}.dataset_names WHERE folded = ? IF name = ?",
     "commit": "INSERT INTO {ks}.commits (dataset, version, payload, at) VALUES (?, ?, ?, ?)"
               " IF NOT EXISTS",
-    "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?",
+    "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?"
+               " AND version <= ?",
+    "latest": "SELECT version FROM {ks}.commits WHERE dataset = ? ORDER BY version DESC LIMIT 1",
     "uncommits": "DELETE FROM {ks}.commits WHERE dataset = ?",
+    "checkpoint": "INSERT INTO {ks}.checkpoints (dataset, version, part, parts, payload)"
+                  " VALUES (?, ?, ?, ?, ?)",
+    "checkpoints": "SELECT version, part, parts FROM {ks}.checkpoints WHERE dataset = ?",
+    "checkpoint_parts": "SELECT part, parts, payload FROM {ks}.checkpoints WHERE dataset = ?"
+                        " AND version = ?",
+    "uncheckpoints": "DELETE FROM {ks}.checkpoints WHERE dataset = ?",
     "partition": "INSERT INTO {ks}.partitions (dataset, partition) VALUES (?, ?)",
     "partitions": "SELECT partition FROM {ks}.partitions WHERE dataset = ?",
     "unpartitions": "DELETE FROM {ks}.partitions WHERE dataset = ?",
@@ -457,7 +469,8 @@ class CassandraStore(ChunkStore):
         self._write_all([*(("unchunks", (name, *key), 0) for key in slices),
                          *(("unindexes", (name, p), 0) for p in partitions),
                          *(("unsegments", (name, p), 0) for p in partitions),
-                         ("unpartitions", (name,), 0), ("uncommits", (name,), 0)], action)
+                         ("unpartitions", (name,), 0), ("uncheckpoints", (name,), 0),
+                         ("uncommits", (name,), 0)], action)
         if not self._applied("undataset", (name,), action):
             raise DatasetNotFoundError(name)
         self._applied("unclaim", (name.lower(), name), action)  # the name is free again
@@ -601,14 +614,41 @@ class CassandraStore(ChunkStore):
         if not applied:
             raise CommitConflictError(dataset, version)
 
-    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
+    def list_commits(self, dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
         # After a commit of unknown outcome, a SERIAL read finishes (or discards) any Paxos
         # round still in progress, so what it returns is final.
         profile = "serial_read" if dataset in self._uncertain else "read"
-        rows = self._rows("commits", (dataset, after), f"read the commit log of dataset {dataset!r}",
-                          profile)
+        rows = self._rows("commits", (dataset, after, 2**63 - 1 if upto is None else upto),
+                          f"read the commit log of dataset {dataset!r}", profile)
         self._uncertain.discard(dataset)
         return [(int(version), bytes(payload)) for version, payload in rows]
+
+    def latest_version(self, dataset: str) -> int:
+        profile = "serial_read" if dataset in self._uncertain else "read"
+        rows = self._rows("latest", (dataset,), f"read the latest version of dataset {dataset!r}", profile)
+        self._uncertain.discard(dataset)
+        return int(rows[0][0]) if rows else 0
+
+    def put_checkpoint(self, dataset: str, version: int, payload: bytes) -> None:
+        parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
+        self._write_all([("checkpoint", (dataset, version, i, len(parts), part), len(part))
+                         for i, part in enumerate(parts)],
+                        f"write a checkpoint of dataset {dataset!r}")
+
+    def list_checkpoints(self, dataset: str) -> list[int]:
+        seen: dict[int, tuple[set[int], int]] = {}
+        for version, part, parts in self._rows("checkpoints", (dataset,),
+                                               f"list the checkpoints of dataset {dataset!r}"):
+            got, _ = seen.setdefault(int(version), (set(), int(parts)))
+            got.add(int(part))
+        return sorted(v for v, (got, parts) in seen.items() if len(got) == parts)  # complete ones
+
+    def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
+        rows = self._rows("checkpoint_parts", (dataset, version),
+                          f"read the checkpoint of version {version} of dataset {dataset!r}")
+        if not rows or len(rows) != rows[0][1]:
+            return None
+        return b"".join(bytes(payload) for _part, _parts, payload in sorted(rows, key=lambda r: r[0]))
 
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         action = f"read chunk sizes of dataset {dataset!r}"

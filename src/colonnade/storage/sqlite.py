@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS datasets (
 CREATE TABLE IF NOT EXISTS commits (
     dataset TEXT NOT NULL, version INTEGER NOT NULL, payload BLOB NOT NULL,
     PRIMARY KEY (dataset, version)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    dataset TEXT NOT NULL, version INTEGER NOT NULL, payload BLOB NOT NULL,
+    PRIMARY KEY (dataset, version)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS segments (
     dataset TEXT NOT NULL, partition TEXT NOT NULL, segment TEXT NOT NULL, commit_id TEXT NOT NULL,
     rows INTEGER NOT NULL, bucket INTEGER NOT NULL, stats BLOB NOT NULL,
@@ -37,6 +40,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_key ON chunks (dataset, segment, column_name);
 """
 
+_MAX_VERSION = 2**63 - 1
 #: SQLite limits the number of host parameters per statement; stay well below it.
 _IN_BATCH = 500
 
@@ -135,7 +139,7 @@ class SQLiteStore(ChunkStore):
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for table in ("chunks", "segments", "commits"):
+            for table in ("chunks", "segments", "checkpoints", "commits"):
                 conn.execute(f"DELETE FROM {table} WHERE dataset = ?", (name,))
             conn.execute("DELETE FROM datasets WHERE name = ?", (name,))
             conn.execute("COMMIT")
@@ -225,12 +229,29 @@ class SQLiteStore(ChunkStore):
         finally:
             conn.execute("PRAGMA synchronous=NORMAL")
 
-    def list_commits(self, dataset: str, after: int = 0) -> list[tuple[int, bytes]]:
+    def list_commits(self, dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
         rows = self._conn().execute(
-            "SELECT version, payload FROM commits WHERE dataset = ? AND version > ? ORDER BY version",
-            (dataset, after),
+            "SELECT version, payload FROM commits WHERE dataset = ? AND version > ? AND version <= ?"
+            " ORDER BY version", (dataset, after, _MAX_VERSION if upto is None else upto),
         ).fetchall()
         return [(int(v), bytes(p)) for v, p in rows]
+
+    def latest_version(self, dataset: str) -> int:
+        row = self._conn().execute("SELECT max(version) FROM commits WHERE dataset = ?", (dataset,)).fetchone()
+        return int(row[0] or 0)
+
+    def put_checkpoint(self, dataset: str, version: int, payload: bytes) -> None:
+        self._write("INSERT OR REPLACE INTO checkpoints (dataset, version, payload) VALUES (?, ?, ?)",
+                    [(dataset, version, payload)])
+
+    def list_checkpoints(self, dataset: str) -> list[int]:
+        return [int(r[0]) for r in self._conn().execute(
+            "SELECT version FROM checkpoints WHERE dataset = ? ORDER BY version", (dataset,))]
+
+    def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
+        row = self._conn().execute("SELECT payload FROM checkpoints WHERE dataset = ? AND version = ?",
+                                   (dataset, version)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         rows = self._conn().execute(

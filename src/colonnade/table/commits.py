@@ -1,13 +1,34 @@
-"""Commit records and snapshots: the log that decides what a reader sees.
+"""Commit records: typed actions with named fields, and the snapshot they add up to.
 
-A commit record is JSON with a format version. Protocol of an append:
+A commit is a list of actions (the Delta protocol's model, kept small):
 
-1. write chunks under fresh segment ids (invisible: no commit names them);
-2. write segment-index rows (still invisible);
-3. write the commit record for version ``latest + 1`` atomically; if another writer took that
-   version, re-read the log and try the next one (chunks are not rewritten).
+* ``commit_info`` (exactly one, first): id, operation (append, overwrite, delete, compact, ...),
+  time, the version the writer read, who wrote it, free-form metrics;
+* ``add_segments`` / ``remove_segments``: segments that become live / stop being live;
+* ``set_schema``: the dataset's columns from this version on (schema evolution is a commit, so
+  time travel reads each version's own columns);
+* ``set_properties``: dataset properties (retention, ...), merged key by key;
+* ``txn``: ``(app_id, version)`` — an ingest's source identity (``version`` 1) or a stream's
+  position (``kafka:topic:partition`` → next offset); the latest version per app id is kept.
 
-A reader pins a version and sees exactly the segments added and not removed by commits ≤ it.
+Format 2, as stored (JSON)::
+
+    {"format": 2, "actions": [
+      {"type": "commit_info", "id": "6f1c…", "operation": "append", "at": 1764000000.0,
+       "read_version": 3, "writer": "colonnade 0.1.0", "info": {"input": "a.csv"}},
+      {"type": "txn", "app_id": "file:/data/a.csv:512:sha256:…", "version": 1},
+      {"type": "add_segments", "segments": [{"segment": "0b9e…", "partition": "cat=a", "rows": 2,
+       "bucket": 0, "values": ["a"], "dictionary": ["cat"]}]}]}
+
+Format 1 records (one flat object per commit) are still read, as the equivalent actions. A
+record of an unknown format or with an unknown action type is an error naming the dataset and
+the version, never skipped.
+
+Protocol of an append: 1. write chunks under fresh segment ids (invisible: no commit names
+them); 2. write segment-index rows (still invisible); 3. write the commit record for version
+``latest + 1`` atomically; if another writer took that version, re-read the new commits and try
+the next one (chunks are not rewritten). A reader pins a version and sees exactly the segments
+added and not removed by commits ≤ it (see :mod:`colonnade.table.log` for checkpoints).
 """
 
 from __future__ import annotations
@@ -18,13 +39,14 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from colonnade.errors import CorruptCommitError
 
-COMMIT_FORMAT_VERSION = 1
+COMMIT_FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -38,12 +60,18 @@ class SegmentEntry:
     values: tuple[Any, ...]  # partition values, one per transform
     dictionary: frozenset[str] = frozenset()  # columns stored dictionary-encoded
 
-    def to_json(self) -> list[Any]:
-        return [self.segment, self.partition, self.rows, self.bucket, [_value_to_json(v) for v in self.values],
-                sorted(self.dictionary)]
+    def to_dict(self) -> dict[str, Any]:
+        return {"segment": self.segment, "partition": self.partition, "rows": self.rows,
+                "bucket": self.bucket, "values": [_value_to_json(v) for v in self.values],
+                "dictionary": sorted(self.dictionary)}
 
     @classmethod
-    def from_json(cls, v: list[Any]) -> SegmentEntry:
+    def from_dict(cls, v: dict[str, Any]) -> SegmentEntry:
+        return cls(v["segment"], v["partition"], int(v["rows"]), int(v["bucket"]),
+                   tuple(_value_from_json(x) for x in v["values"]), frozenset(v["dictionary"]))
+
+    @classmethod
+    def from_format1(cls, v: list[Any]) -> SegmentEntry:
         return cls(v[0], v[1], int(v[2]), int(v[3]), tuple(_value_from_json(x) for x in v[4]), frozenset(v[5]))
 
 
@@ -79,27 +107,165 @@ def _value_from_json(v: Any) -> Any:
     raise ValueError(f"unknown partition value tag {tag!r}")
 
 
+# -- actions ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CommitInfo:
+    id: str
+    operation: str  # append | overwrite | delete | compact | schema | ...
+    at: float
+    read_version: int | None = None  # the version the writer read before writing
+    writer: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "operation": self.operation, "at": self.at,
+                "read_version": self.read_version, "writer": self.writer, "info": self.info}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> CommitInfo:
+        return cls(v["id"], v["operation"], float(v["at"]), v.get("read_version"), v.get("writer", ""),
+                   v.get("info") or {})
+
+
+@dataclass(frozen=True)
+class AddSegments:
+    segments: tuple[SegmentEntry, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"segments": [s.to_dict() for s in self.segments]}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> AddSegments:
+        return cls(tuple(SegmentEntry.from_dict(s) for s in v["segments"]))
+
+
+@dataclass(frozen=True)
+class RemoveSegments:
+    segments: tuple[str, ...]  # segment ids
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"segments": list(self.segments)}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> RemoveSegments:
+        return cls(tuple(str(s) for s in v["segments"]))
+
+
+@dataclass(frozen=True)
+class SetSchema:
+    schema: list[list[str]]  # [[name, type], ...] as schema_to_json writes it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> SetSchema:
+        return cls([[str(n), str(t)] for n, t in v["schema"]])
+
+
+@dataclass(frozen=True)
+class SetProperties:
+    properties: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"properties": self.properties}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> SetProperties:
+        return cls(dict(v["properties"]))
+
+
+@dataclass(frozen=True)
+class Txn:
+    app_id: str
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"app_id": self.app_id, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, v: dict[str, Any]) -> Txn:
+        return cls(str(v["app_id"]), int(v["version"]))
+
+
+Action = CommitInfo | AddSegments | RemoveSegments | SetSchema | SetProperties | Txn
+
+ACTION_TYPES: dict[str, type[Action]] = {
+    "commit_info": CommitInfo, "add_segments": AddSegments, "remove_segments": RemoveSegments,
+    "set_schema": SetSchema, "set_properties": SetProperties, "txn": Txn,
+}
+_TYPE_NAMES = {cls: name for name, cls in ACTION_TYPES.items()}
+
+
+# -- commits ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Commit:
+    """One commit: its version and its actions (``commit_info`` first)."""
+
     version: int
-    id: str
-    kind: str  # append | overwrite | delete | compact | schema
-    source: str | None
-    at: float
-    added: tuple[SegmentEntry, ...] = ()
-    removed: tuple[str, ...] = ()  # segment ids
-    schema: list[list[str]] | None = None  # set when the commit changed the schema
-    info: dict[str, Any] = field(default_factory=dict)
+    actions: tuple[Action, ...]
+
+    @property
+    def commit_info(self) -> CommitInfo:
+        return next(a for a in self.actions if isinstance(a, CommitInfo))
+
+    @property
+    def id(self) -> str:
+        return self.commit_info.id
+
+    @property
+    def kind(self) -> str:
+        return self.commit_info.operation
+
+    @property
+    def at(self) -> float:
+        return self.commit_info.at
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.commit_info.info
+
+    @property
+    def txns(self) -> tuple[Txn, ...]:
+        return tuple(a for a in self.actions if isinstance(a, Txn))
+
+    @property
+    def source(self) -> str | None:
+        """The source identity an ingest recorded (its first txn), if any."""
+        txns = self.txns
+        return txns[0].app_id if txns else None
+
+    @property
+    def added(self) -> tuple[SegmentEntry, ...]:
+        return tuple(s for a in self.actions if isinstance(a, AddSegments) for s in a.segments)
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return tuple(s for a in self.actions if isinstance(a, RemoveSegments) for s in a.segments)
+
+    @property
+    def schema(self) -> list[list[str]] | None:
+        """The schema this commit set, if it set one."""
+        sets = [a for a in self.actions if isinstance(a, SetSchema)]
+        return sets[-1].schema if sets else None
 
     @property
     def rows_added(self) -> int:
         return sum(s.rows for s in self.added)
 
+    def at_version(self, version: int, read_version: int | None = None) -> Commit:
+        """This commit as written for ``version`` (time and read version set now)."""
+        info = replace(self.commit_info, at=time.time(),
+                       read_version=self.commit_info.read_version if read_version is None else read_version)
+        return Commit(version, tuple(info if isinstance(a, CommitInfo) else a for a in self.actions))
+
+    def with_actions(self, *actions: Action) -> Commit:
+        return Commit(self.version, self.actions + actions)
+
     def to_payload(self) -> bytes:
         return json.dumps({
-            "format": COMMIT_FORMAT_VERSION, "id": self.id, "kind": self.kind, "source": self.source,
-            "at": self.at, "added": [s.to_json() for s in self.added], "removed": list(self.removed),
-            "schema": self.schema, "info": self.info,
+            "format": COMMIT_FORMAT_VERSION,
+            "actions": [{"type": _TYPE_NAMES[type(a)], **a.to_dict()} for a in self.actions],
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -110,49 +276,104 @@ class Commit:
             raise CorruptCommitError(dataset, version, f"not valid JSON ({exc})") from None
         if not isinstance(v, dict) or "format" not in v:
             raise CorruptCommitError(dataset, version, "no format version")
-        if v["format"] != COMMIT_FORMAT_VERSION:
+        if v["format"] not in READABLE_FORMATS:
             raise CorruptCommitError(
                 dataset, version,
-                f"commit format {v['format']} is unknown to this build (reads {COMMIT_FORMAT_VERSION})")
+                f"commit format {v['format']} is unknown to this build (it reads formats "
+                f"{', '.join(map(str, READABLE_FORMATS))})")
         try:
-            return cls(version, v["id"], v["kind"], v.get("source"), float(v["at"]),
-                       tuple(SegmentEntry.from_json(s) for s in v["added"]),
-                       tuple(v["removed"]), v.get("schema"), v.get("info") or {})
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            if v["format"] == 1:
+                return cls(version, _format1_actions(v))
+            actions = []
+            for a in v["actions"]:
+                kind = ACTION_TYPES.get(a.get("type"))
+                if kind is None:
+                    raise CorruptCommitError(dataset, version, f"unknown action type {a.get('type')!r}")
+                actions.append(kind.from_dict(a))
+        except CorruptCommitError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptCommitError(dataset, version, f"malformed record ({exc!r})") from None
+        if sum(isinstance(a, CommitInfo) for a in actions) != 1:
+            raise CorruptCommitError(dataset, version, "a commit needs exactly one commit_info action")
+        return cls(version, tuple(actions))
 
     @classmethod
     def new(cls, kind: str, added: Iterable[SegmentEntry] = (), removed: Iterable[str] = (),
             source: str | None = None, schema: list[list[str]] | None = None,
-            info: dict[str, Any] | None = None) -> Commit:
-        return cls(0, str(uuid.uuid4()), kind, source, time.time(), tuple(added), tuple(removed),
-                   schema, info or {})
+            info: dict[str, Any] | None = None, writer: str = "") -> Commit:
+        actions: list[Action] = [CommitInfo(str(uuid.uuid4()), kind, time.time(), None, writer, info or {})]
+        if source is not None:
+            actions.append(Txn(source, 1))
+        if schema is not None:
+            actions.append(SetSchema(schema))
+        removed = tuple(removed)
+        if removed:
+            actions.append(RemoveSegments(removed))
+        added = tuple(added)
+        if added:
+            actions.append(AddSegments(added))
+        return cls(0, tuple(actions))
 
 
+def _format1_actions(v: dict[str, Any]) -> tuple[Action, ...]:
+    """A format-1 record (``id, kind, source, at, added, removed, schema, info``) as actions."""
+    actions: list[Action] = [CommitInfo(v["id"], v["kind"], float(v["at"]), None, "", v.get("info") or {})]
+    if v.get("source") is not None:
+        actions.append(Txn(v["source"], 1))
+    if v.get("schema") is not None:
+        actions.append(SetSchema(v["schema"]))
+    if v["removed"]:
+        actions.append(RemoveSegments(tuple(v["removed"])))
+    if v["added"]:
+        actions.append(AddSegments(tuple(SegmentEntry.from_format1(s) for s in v["added"])))
+    return tuple(actions)
+
+
+# -- snapshots ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Snapshot:
-    """The dataset as of one version: its live segments, in commit order."""
+    """The dataset as of one version: its live segments (in commit order), the schema recorded
+    last (None: no commit recorded one), its properties and its transaction markers."""
 
     dataset: str
     version: int
     segments: tuple[SegmentEntry, ...]
-    commits: tuple[Commit, ...]
+    schema: list[list[str]] | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    txns: dict[str, tuple[int, int]] = field(default_factory=dict)  # app id -> (txn version, commit version)
 
     @property
     def rows(self) -> int:
         return sum(s.rows for s in self.segments)
 
     @classmethod
-    def replay(cls, dataset: str, commits: list[Commit], version: int | None = None) -> Snapshot:
-        live: dict[str, SegmentEntry] = {}
-        kept = []
+    def empty(cls, dataset: str) -> Snapshot:
+        return cls(dataset, 0, ())
+
+    def apply(self, commits: Iterable[Commit], version: int | None = None) -> Snapshot:
+        """This snapshot with ``commits`` (newer ones, in version order) applied, up to ``version``."""
+        live = {s.segment: s for s in self.segments}
+        schema, properties, txns, at = self.schema, dict(self.properties), dict(self.txns), self.version
         for c in commits:
             if version is not None and c.version > version:
                 break
-            for sid in c.removed:
-                live.pop(sid, None)
-            for s in c.added:
-                live[s.segment] = s
-            kept.append(c)
-        v = kept[-1].version if kept else 0
-        return cls(dataset, v, tuple(live.values()), tuple(kept))
+            for action in c.actions:
+                if isinstance(action, RemoveSegments):
+                    for sid in action.segments:
+                        live.pop(sid, None)
+                elif isinstance(action, AddSegments):
+                    for s in action.segments:
+                        live[s.segment] = s
+                elif isinstance(action, SetSchema):
+                    schema = action.schema
+                elif isinstance(action, SetProperties):
+                    properties.update(action.properties)
+                elif isinstance(action, Txn):
+                    txns[action.app_id] = (action.version, c.version)
+            at = c.version
+        return Snapshot(self.dataset, at, tuple(live.values()), schema, properties, txns)
+
+    @classmethod
+    def replay(cls, dataset: str, commits: list[Commit], version: int | None = None) -> Snapshot:
+        return cls.empty(dataset).apply(commits, version)

@@ -25,7 +25,15 @@ from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
 from colonnade.storage.base import ChunkRef, ChunkStore
-from colonnade.table.commits import Commit, SegmentEntry, Snapshot
+from colonnade.table import log
+from colonnade.table.commits import (
+    AddSegments,
+    Commit,
+    RemoveSegments,
+    SegmentEntry,
+    SetSchema,
+    Snapshot,
+)
 from colonnade.table.scan import Scan
 from colonnade.table.writer import SegmentWriter, segment_stats_from_json, segment_written_at
 
@@ -67,6 +75,7 @@ class Dataset:
         self.store = store
         self.spec = spec
         self.recorded = recorded
+        self._latest: Snapshot | None = None  # the newest state read, extended on demand
 
     @property
     def name(self) -> str:
@@ -85,26 +94,38 @@ class Dataset:
         return dataset_html(self)
 
     # -- the commit log
-    def history(self, after: int = 0) -> list[Commit]:
-        return [Commit.from_payload(self.name, v, p) for v, p in self.store.list_commits(self.name, after)]
+    def history(self, after: int = 0, upto: int | None = None) -> list[Commit]:
+        """Commit records with ``after < version ≤ upto``, in version order (the whole log by
+        default: for describing and maintenance; reading goes through :meth:`snapshot`)."""
+        return log.history(self.store, self.name, after, upto)
 
     def snapshot(self, version: int | None = None) -> Snapshot:
-        commits = self.history()
-        if version is not None:
-            if version < 0 or (commits and version > commits[-1].version) or (not commits and version > 0):
-                latest = commits[-1].version if commits else 0
-                raise SchemaError(f"dataset {self.name!r} has no version {version} (latest is {latest})")
-        return Snapshot.replay(self.name, commits, version)
+        """The dataset as of ``version`` (default: the latest), from the newest checkpoint at or
+        below it plus the commits after it; VersionNotFoundError if there is no such version.
+
+        The latest state is kept: asking again reads only the commits made since (commits never
+        change once written), so a long-lived writer pays per new commit, not per live segment."""
+        latest = self._latest
+        if latest is not None and (version is None or version > latest.version):
+            tail = self.history(after=latest.version, upto=version)
+            latest = self._latest = latest.apply(tail)
+            if version is None or version == latest.version:
+                return latest
+        elif latest is not None and version == latest.version:
+            return latest
+        snapshot = log.load_snapshot(self.store, self.name, version)
+        if version is None:
+            self._latest = snapshot
+        return snapshot
 
     @property
     def version(self) -> int:
-        return self.snapshot().version
+        return self.store.latest_version(self.name)
 
     def schema_at(self, snapshot: Snapshot) -> pa.Schema:
         """The schema as of ``snapshot``: the last one its commits recorded (datasets written
         before commits recorded their schema read with today's)."""
-        recorded = _recorded_schema(snapshot.commits)
-        return self.spec.schema if recorded is None else schema_from_json(recorded)
+        return self.spec.schema if snapshot.schema is None else schema_from_json(snapshot.schema)
 
     def _record(self) -> None:
         """Record a dataset made with ``recorded=False`` just before its first commit. If a
@@ -122,37 +143,38 @@ class Dataset:
             self.spec = existing
         self.recorded = True
 
-    def find_source(self, source: str) -> Commit | None:
-        for c in self.history():
-            if c.source == source:
-                return c
-        return None
+    def find_source(self, source: str) -> int | None:
+        """The version of the commit that recorded source identity ``source``, if any (one
+        lookup in the live state's transaction markers)."""
+        found = self.snapshot().txns.get(source)
+        return None if found is None else found[1]
 
     def commit(self, commit: Commit, force: bool = False) -> int:
         """Write a commit record on the next free version; returns the version it took.
 
-        On a version conflict the log is re-read and the next version tried; chunks are never
-        rewritten. A commit carrying a source identity stops if that source was committed by
-        someone else meanwhile (returns -1), unless ``force``. Any other store error is resolved
-        by reading the log back: if our commit id is there, it took effect.
+        On a version conflict the new commits are read and the next version tried; chunks are
+        never rewritten. A commit carrying a source identity stops if that source was committed
+        by someone else meanwhile (returns -1), unless ``force``. Any other store error is
+        resolved by reading the log back: if our commit id is there, it took effect. The writer
+        of every ``checkpoint_interval``-th version also writes its checkpoint.
         """
         if not self.recorded:
             self._record()
-        latest = self.history()
-        if commit.source is not None and not force and any(c.source == commit.source for c in latest):
+        state = self.snapshot()
+        if commit.source is not None and not force and commit.source in state.txns:
             return -1  # committed by another writer since our caller checked
-        version = latest[-1].version if latest else 0
-        schema = commit.schema
-        if schema is None and _recorded_schema(latest) != schema_to_json(self.spec.schema):
-            schema = schema_to_json(self.spec.schema)  # first commit, or the schema changed
+        version = state.version
+        if commit.schema is None and state.schema != schema_to_json(self.spec.schema):
+            commit = commit.with_actions(SetSchema(schema_to_json(self.spec.schema)))  # first, or changed
         for _ in range(MAX_COMMIT_ATTEMPTS):
             version += 1
-            record = Commit(version, commit.id, commit.kind, commit.source, time.time(), commit.added,
-                            commit.removed, schema, commit.info)
+            record = commit.at_version(version, read_version=state.version)
             try:
                 fault_point("before_commit")
                 self.store.commit(self.name, version, record.to_payload())
                 fault_point("after_commit")
+                if version % log.checkpoint_interval() == 0:
+                    log.write_checkpoint(self.store, self.snapshot(version))
                 return version
             except CommitConflictError:
                 newer = self.history(after=version - 1)
@@ -274,10 +296,12 @@ class Dataset:
         rows = sum(e.rows for e in entries)
         if not entries and not removed:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
-        record = Commit(0, commit.id, commit.kind, commit.source, commit.at, tuple(entries),
-                        tuple(removed), schema_to_json(self.spec.schema) if commit.kind == "schema" else None,
-                        commit.info)
-        version = self.commit(record, force=force)
+        actions: list[Any] = []
+        if removed:
+            actions.append(RemoveSegments(tuple(removed)))
+        if entries:
+            actions.append(AddSegments(tuple(entries)))
+        version = self.commit(commit.with_actions(*actions), force=force)
         if version < 0:
             return AppendResult(None, 0, 0, 0, skipped=True,
                                 reason=f"source {commit.source} was ingested concurrently by another writer")
@@ -338,6 +362,21 @@ class Dataset:
                     problems.append(CorruptChunkError(self.name, c, seg.segment, "chunk is missing from the store"))
         return checked, problems
 
+    def verify_checkpoints(self) -> tuple[int, list[log.CorruptCheckpointError]]:
+        """Decode every checkpoint (checksums); returns (checkpoints checked, damaged ones).
+        Readers skip a damaged checkpoint for an older one or the log, so none is fatal."""
+        damaged = []
+        versions = self.store.list_checkpoints(self.name)
+        for version in versions:
+            data = self.store.get_checkpoint(self.name, version)
+            try:
+                if data is None:
+                    raise log.CorruptCheckpointError(self.name, version, "missing")
+                log.decode_checkpoint(self.name, version, data)
+            except log.CorruptCheckpointError as exc:
+                damaged.append(exc)
+        return len(versions), damaged
+
     def vacuum(self, grace_seconds: float = 3600.0, dry_run: bool = False) -> int:
         """Remove segments (and their chunks) that no commit names and that are older than the
         grace period (which protects a concurrent writer's not yet committed segments)."""
@@ -380,16 +419,8 @@ class Dataset:
             "partition_bytes": part_bytes,
             "versions": [{"version": c.version, "kind": c.kind, "at": c.at, "rows_added": c.rows_added,
                           "segments_added": len(c.added), "segments_removed": len(c.removed),
-                          "source": c.source} for c in snapshot.commits],
+                          "source": c.source} for c in self.history(upto=snapshot.version)],
         }
-
-
-def _recorded_schema(commits: Iterable[Commit]) -> list[list[str]] | None:
-    """The schema recorded by the last commit that recorded one (None: no commit did)."""
-    for c in reversed(list(commits)):
-        if c.schema is not None:
-            return c.schema
-    return None
 
 
 def _as_batches(data: Any) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,136 @@
+"""Reading the commit log fast: checkpoints of the live state, and snapshots built from them.
+
+Every ``checkpoint_interval`` commits (default 100, ``COLONNADE_CHECKPOINT_INTERVAL``) the writer
+of that version stores a checkpoint: the live state as of the version (recorded schema,
+properties, live segments with their partition values, transaction markers). Opening a dataset
+reads the newest checkpoint at or below the wanted version plus the commits after it, so the
+cost of opening does not grow with the length of the log, and finding a source identity is one
+dictionary lookup in that state.
+
+A checkpoint is an optimisation, never the truth: it is written after its commit, by whoever
+committed that version, and may be missing (the writer died) or damaged. A checkpoint that fails
+its checksum is skipped for the previous one (or the log from version 1), and ``verify`` lists
+it. Bytes: ``CLNCKPT`` + format byte ``1`` + CRC-32 and length (big-endian u32 each) of the
+JSON body + the body compressed with ZSTD. The body::
+
+    {"version": 200, "schema": [["id", "int64"], ...] | null, "properties": {...},
+     "segments": [{"segment": ..., "partition": ..., "rows": ..., "bucket": ..., "values": [...],
+                   "dictionary": [...]}, ...],
+     "txns": {"app id": [txn version, commit version], ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+
+from colonnade.errors import ColonnadeError, VersionNotFoundError
+from colonnade.storage.base import ChunkStore
+from colonnade.table.commits import Commit, SegmentEntry, Snapshot
+
+MAGIC = b"CLNCKPT"
+CHECKPOINT_FORMAT = 1
+_HEADER = struct.Struct(">7sBII")
+DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
+class CorruptCheckpointError(ColonnadeError):
+    def __init__(self, dataset: str, version: int, reason: str) -> None:
+        super().__init__(f"dataset {dataset!r}: checkpoint of version {version} is unreadable: {reason}")
+        self.dataset = dataset
+        self.version = version
+        self.reason = reason
+
+
+def checkpoint_interval() -> int:
+    """Commits between checkpoints: ``$COLONNADE_CHECKPOINT_INTERVAL`` or 100."""
+    text = os.environ.get("COLONNADE_CHECKPOINT_INTERVAL")
+    try:
+        return max(1, int(text)) if text else DEFAULT_CHECKPOINT_INTERVAL
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def encode_checkpoint(snapshot: Snapshot) -> bytes:
+    import pyarrow as pa
+
+    body = json.dumps({
+        "version": snapshot.version, "schema": snapshot.schema, "properties": snapshot.properties,
+        "segments": [s.to_dict() for s in snapshot.segments],
+        "txns": {k: list(v) for k, v in snapshot.txns.items()},
+    }, separators=(",", ":")).encode()
+    return _HEADER.pack(MAGIC, CHECKPOINT_FORMAT, zlib.crc32(body), len(body)) + \
+        pa.compress(body, codec="zstd", asbytes=True)
+
+
+def decode_checkpoint(dataset: str, version: int, data: bytes) -> Snapshot:
+    import pyarrow as pa
+
+    if len(data) < _HEADER.size:
+        raise CorruptCheckpointError(dataset, version, f"{len(data)} bytes, shorter than its header")
+    magic, fmt, crc, size = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptCheckpointError(dataset, version, "not a checkpoint (bad magic bytes)")
+    if fmt != CHECKPOINT_FORMAT:
+        raise CorruptCheckpointError(dataset, version, f"checkpoint format {fmt} is unknown to this "
+                                                       f"build (it reads {CHECKPOINT_FORMAT})")
+    try:
+        body = pa.decompress(data[_HEADER.size:], decompressed_size=size, codec="zstd", asbytes=True)
+    except (pa.ArrowException, ValueError) as exc:
+        raise CorruptCheckpointError(dataset, version, f"cannot decompress ({exc})") from None
+    if zlib.crc32(body) != crc:
+        raise CorruptCheckpointError(dataset, version, "checksum mismatch")
+    try:
+        v = json.loads(body)
+        if int(v["version"]) != version:
+            raise ValueError(f"it says version {v['version']}")
+        return Snapshot(dataset, version, tuple(SegmentEntry.from_dict(s) for s in v["segments"]),
+                        v["schema"], dict(v["properties"]),
+                        {k: (int(t), int(c)) for k, (t, c) in v["txns"].items()})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptCheckpointError(dataset, version, f"malformed ({exc})") from None
+
+
+def history(store: ChunkStore, dataset: str, after: int = 0, upto: int | None = None) -> list[Commit]:
+    """Commits with ``after < version ≤ upto``, in version order."""
+    return [Commit.from_payload(dataset, v, p) for v, p in store.list_commits(dataset, after, upto)]
+
+
+def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
+                  damaged: list[CorruptCheckpointError] | None = None) -> Snapshot:
+    """The dataset as of ``version`` (default: the latest): the newest readable checkpoint at or
+    below it plus the commits after it. Damaged checkpoints are skipped (and appended to
+    ``damaged``). VersionNotFoundError when the log has no such version."""
+    if version is not None and version < 0:
+        raise VersionNotFoundError(dataset, version, None)
+    base = Snapshot.empty(dataset)
+    for cp in sorted((v for v in store.list_checkpoints(dataset) if version is None or v <= version),
+                     reverse=True):
+        data = store.get_checkpoint(dataset, cp)
+        try:
+            if data is None:
+                raise CorruptCheckpointError(dataset, cp, "missing")
+            base = decode_checkpoint(dataset, cp, data)
+            break
+        except CorruptCheckpointError as exc:
+            if damaged is not None:
+                damaged.append(exc)
+    snapshot = base.apply(history(store, dataset, base.version, version))
+    if version is not None and snapshot.version != version:
+        raise VersionNotFoundError(dataset, version, snapshot.version)
+    return snapshot
+
+
+def write_checkpoint(store: ChunkStore, snapshot: Snapshot) -> bool:
+    """Store the checkpoint of ``snapshot``; whether it was written. Called by the writer of a
+    version on the interval, right after its commit; a checkpoint that cannot be written is left
+    out (the previous one plus a longer tail still opens the dataset)."""
+    from colonnade.errors import StoreError
+
+    try:
+        store.put_checkpoint(snapshot.dataset, snapshot.version, encode_checkpoint(snapshot))
+    except StoreError:
+        return False
+    return True

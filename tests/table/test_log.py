@@ -1,0 +1,172 @@
+"""The commit log: typed actions (format 2), format-1 stores still read, checkpoints (open reads
+the newest one plus the tail; a damaged one is skipped and reported), missing versions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import colonnade
+from colonnade.errors import CorruptCommitError, VersionNotFoundError
+from colonnade.store import Store
+from colonnade.table import log
+from colonnade.table.commits import (
+    AddSegments,
+    Commit,
+    CommitInfo,
+    RemoveSegments,
+    SegmentEntry,
+    SetProperties,
+    SetSchema,
+    Snapshot,
+    Txn,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "commit-format-1.db"
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+# -- format 2: typed actions --------------------------------------------------------------------------
+def test_a_commit_is_typed_actions_with_named_fields() -> None:
+    entry = SegmentEntry("s1", "cat=a", 3, 0, ("a",), frozenset({"cat"}))
+    commit = Commit(7, (CommitInfo("c1", "append", 1.5, 6, "w", {"input": "x.csv"}), Txn("file:x", 1),
+                        SetSchema([["id", "int64"]]), SetProperties({"retain": "90d"}),
+                        RemoveSegments(("s0",)), AddSegments((entry,))))
+    payload = json.loads(commit.to_payload())
+    assert payload["format"] == 2
+    assert [a["type"] for a in payload["actions"]] == [
+        "commit_info", "txn", "set_schema", "set_properties", "remove_segments", "add_segments"]
+    assert payload["actions"][0] == {"type": "commit_info", "id": "c1", "operation": "append", "at": 1.5,
+                                     "read_version": 6, "writer": "w", "info": {"input": "x.csv"}}
+    assert payload["actions"][5]["segments"][0] == {"segment": "s1", "partition": "cat=a", "rows": 3,
+                                                    "bucket": 0, "values": ["a"], "dictionary": ["cat"]}
+    back = Commit.from_payload("d", 7, commit.to_payload())
+    assert back == commit
+    assert (back.source, back.kind, back.removed, back.added, back.schema) == \
+        ("file:x", "append", ("s0",), (entry,), [["id", "int64"]])
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    ({"format": 2, "actions": [{"type": "commit_info", "id": "x", "operation": "append", "at": 1},
+                               {"type": "teleport", "where": "?"}]}, "unknown action type 'teleport'"),
+    ({"format": 3, "actions": []}, "commit format 3 is unknown to this build (it reads formats 1, 2)"),
+    ({"format": 2, "actions": [{"type": "txn", "app_id": "a", "version": 1}]}, "exactly one commit_info"),
+    ({"format": 2, "actions": [{"type": "add_segments"}]}, "malformed record"),
+])
+def test_an_unknown_action_or_format_is_an_error_naming_dataset_and_version(payload: dict[str, Any],
+                                                                             reason: str) -> None:
+    with pytest.raises(CorruptCommitError) as info:
+        Commit.from_payload("events", 12, json.dumps(payload).encode())
+    assert str(info.value).startswith("dataset 'events': commit 12 is unreadable: ")
+    assert reason in str(info.value)
+
+
+# -- format 1 (golden store written by the build that wrote it) -------------------------------------
+def test_a_store_written_in_commit_format_1_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(GOLDEN, path)
+    with colonnade.connect(str(path)) as store:
+        ds = store.dataset("events")
+        assert [c.kind for c in ds.history()] == ["append", "append", "append", "overwrite"]
+        assert ds.version == 4
+        assert ids(ds.scan(version=1).to_arrow()) == [1, 2, 3]
+        assert ids(ds.scan(version=3).to_arrow()) == [1, 2, 3, 4, 5, 6]
+        assert ids(ds.scan().to_arrow()) == [7, 8]
+        assert ds.find_source("golden:first") == 1 and ds.find_source("golden:other") is None
+        assert store.sql("SELECT sum(score) AS s FROM events").to_pylist() == [{"s": 1.5}]
+        # appending writes format 2 beside format 1; both read
+        assert ds.append(pa.table({"id": [9], "cat": ["q"], "day": [None], "score": [2.0]}),
+                         source="golden:second").version == 5
+        latest = store.dataset("events")
+        assert json.loads(store.chunk_store.list_commits("events", 4)[0][1])["format"] == 2
+        assert ids(latest.scan().to_arrow()) == [7, 8, 9]
+        assert latest.find_source("golden:second") == 5 and latest.find_source("golden:first") == 1
+        assert latest.verify()[1] == []
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+@pytest.fixture
+def every_five(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLONNADE_CHECKPOINT_INTERVAL", "5")
+
+
+def _appends(store: Store, n: int) -> Any:
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64()), ("cat", pa.string())]), partition_by="cat")
+    for i in range(1, n + 1):
+        ds.append(pa.table({"id": [i], "cat": ["ab"[i % 2]]}), source=f"src:{i}", schema_mode="merge")
+        if i == 6:
+            ds.overwrite(pa.table({"id": [100], "cat": ["c"]}))  # v7 removes everything before
+        if i == 8:
+            ds.append(pa.table({"id": [200], "cat": ["a"], "w": [0.5]}), schema_mode="merge")
+    return store.dataset("t")
+
+
+def test_checkpoints_every_n_commits_and_open_reads_only_the_tail(store: Store, every_five: None) -> None:
+    ds = _appends(store, 12)
+    assert ds.version == 14
+    assert store.chunk_store.list_checkpoints("t") == [5, 10]
+    full = ds.history()
+    for version in range(1, 15):
+        expected = Snapshot.replay("t", full, version)
+        got = ds.snapshot(version)
+        assert got == expected, version  # a checkpoint plus a tail is the log itself
+        assert ds.schema_at(got).names == (["id", "cat", "w"] if version >= 10 else ["id", "cat"])
+    # opening the latest version reads the checkpoint of 10 and the commits after it only
+    reads: list[tuple[int, int | None]] = []
+    real = store.chunk_store.list_commits
+
+    def spy(dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
+        reads.append((after, upto))
+        return real(dataset, after, upto)
+
+    store.chunk_store.list_commits = spy  # type: ignore[method-assign]
+    try:
+        assert ds.find_source("src:2") == 2 and ds.find_source("src:12") == 14
+        assert ids(ds.scan().to_arrow()) == [7, 8, 9, 10, 11, 12, 100, 200]
+        # the checkpoint of 10 and the tail; then (state kept) only what came after 14
+        assert reads and reads[0] == (10, None) and all(after == 14 for after, _ in reads[1:]), reads
+    finally:
+        store.chunk_store.list_commits = real  # type: ignore[method-assign]
+
+
+def test_a_damaged_checkpoint_falls_back_and_verify_names_it(store: Store, every_five: None,
+                                                             tmp_path: Path) -> None:
+    ds = _appends(store, 12)
+    good = ds.snapshot()
+    data = bytearray(store.chunk_store.get_checkpoint("t", 10) or b"")
+    data[len(data) // 2] ^= 0xFF
+    store.chunk_store.put_checkpoint("t", 10, bytes(data))
+    damaged: list[log.CorruptCheckpointError] = []
+    assert log.load_snapshot(store.chunk_store, "t", None, damaged) == good
+    assert [d.version for d in damaged] == [10]
+    checked, problems = ds.verify_checkpoints()
+    assert checked == 2 and [p.version for p in problems] == [10]
+    assert "checkpoint of version 10 is unreadable" in str(problems[0])
+    from click.testing import CliRunner
+
+    from colonnade.cli.main import cli
+
+    verified = CliRunner().invoke(cli, ["--store", store.uri, "verify", "t"])
+    assert verified.exit_code == 1
+    assert "checkpoint of version 10 is unreadable: checksum mismatch (the log is read instead)" in verified.stdout
+    assert verified.stderr == "error: 1 of 2 checkpoints of dataset 't' failed verification\n"
+    store.chunk_store.put_checkpoint("t", 5, b"CLNCKPT\x09")  # a format this build does not read
+    assert ds.snapshot() == good  # the log itself, from version 1
+    assert ids(store.dataset("t").scan().to_arrow()) == [7, 8, 9, 10, 11, 12, 100, 200]
+
+
+def test_a_missing_version_is_version_not_found(store: Store) -> None:
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+    ds.append(pa.table({"id": [1]}))
+    for bad in (-1, 2, 99):
+        with pytest.raises(VersionNotFoundError, match=f"dataset 't' has no version {bad}"):
+            ds.snapshot(bad)
+    assert ds.snapshot(0).rows == 0 and ds.snapshot(1).rows == 1
