@@ -361,3 +361,12 @@ def test_partition_pruning_prunes_what_it_can_prove() -> None:
     assert partition_may_match(Compare("c", "is_null"), spec, (None,))
     # 2.5 can't be cast to an integer exactly: no projection, no pruning
     assert partition_may_match(Compare("c", "=", (pa.scalar(2.5),)), spec, (10,))
+
+
+def test_bucket_of_unsigned_values_above_the_int64_maximum() -> None:
+    big = [2**63, 2**64 - 1, 2**63 + 5]
+    out = Bucket(7, "c").apply(pa.array(big + [1, 300, None], pa.uint64())).to_pylist()
+    assert all(0 <= b < 7 for b in out[:5]) and out[5] is None
+    # values both types hold land in the same bucket whatever their integer type
+    assert out[3:5] == Bucket(7, "c").apply(pa.array([1, 300], pa.int64())).to_pylist()
+    assert Bucket(7, "c").project("=", (2**64 - 1,), pa.uint64()) == ("=", (out[1],))

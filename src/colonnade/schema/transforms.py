@@ -253,7 +253,10 @@ class Bucket(Transform):
         else:
             if pa.types.is_date32(array.type):
                 array = array.cast(pa.int32())  # Arrow casts date32 to int32 only
-            values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+            # unsigned values above the int64 maximum hash as uint64; pandas hashes the 8 bytes,
+            # so every value both types hold hashes the same either way
+            wide = pa.uint64() if pa.types.is_unsigned_integer(array.type) else pa.int64()
+            values = array.cast(wide).fill_null(0).to_numpy(zero_copy_only=False)
         import pandas as pd  # imported here: pandas costs a second at start-up
 
         hashed = pd.util.hash_array(values, categorize=False) % np.uint64(self.n)
