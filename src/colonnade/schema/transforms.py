@@ -4,7 +4,9 @@ A transform's ``apply`` turns a column into partition values; its ``project`` tu
 on the source column (``op`` and literal values) into a predicate on the partition value that is
 true whenever the original could be — the rule that makes partition pruning safe. ``None`` means
 "can't project": the partition is kept. Monotonic transforms (identity, truncate, month, day)
-project ranges; bucket projects only equality and IN.
+project ranges (an exclusive bound on an integer, date or timestamp column first becomes the
+inclusive bound next to it, so ``d < 2024-02-01`` rules out February); bucket projects only
+equality and IN.
 """
 
 from __future__ import annotations
@@ -49,10 +51,31 @@ class Transform(ABC):
         """Raise SpecError if the transform can't apply to this column type."""
 
 
+def _step(value: Any, type_: pa.DataType, direction: int) -> Any:
+    """The value next to ``value`` (above for +1, below for -1) on a discrete column type, or
+    None if the type has no such neighbour here."""
+    if pa.types.is_integer(type_) and isinstance(value, int):
+        return value + direction
+    if pa.types.is_date32(type_) and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value + dt.timedelta(days=direction)
+    if pa.types.is_timestamp(type_) and isinstance(value, dt.datetime) and type_.unit in _UNIT_DELTA:
+        return value + direction * _UNIT_DELTA[type_.unit]
+    return None
+
+
+_UNIT_DELTA = {"s": dt.timedelta(seconds=1), "ms": dt.timedelta(milliseconds=1), "us": dt.timedelta(microseconds=1)}
+
+
 class _Monotonic(Transform):
     """Transforms where a ≤ b implies t(a) ≤ t(b): ranges project to ranges."""
 
     def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        if op in ("<", ">") and len(values) == 1:
+            # x < v is x <= (the value below v) on a discrete type: a v that starts a partition
+            # then rules that partition out
+            neighbour = _step(values[0], type_, -1 if op == "<" else 1)
+            if neighbour is not None:
+                op, values = op + "=", (neighbour,)
         try:
             mapped = tuple(self.apply_value(v, type_) for v in values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
