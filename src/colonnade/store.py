@@ -33,8 +33,8 @@ class Explain:
     seconds: float = 0.0
 
     def totals(self) -> dict[str, int]:
-        keys = ("segments_total", "segments_scanned", "partitions_total", "partitions_scanned",
-                "chunks_read", "bytes_read", "rows_scanned")
+        keys = ("segments_total", "segments_scanned", "segments_read", "partitions_total",
+                "partitions_scanned", "chunks_read", "bytes_read", "rows_scanned")
         out = dict.fromkeys(keys, 0)
         for scans in self.scans.values():
             for m in scans:

@@ -156,6 +156,7 @@ def explain(settings: Settings, query: str, as_json: bool, version: int | None) 
     t = report.totals()
     print_pairs([
         ("segments scanned", f"{t['segments_scanned']} of {t['segments_total']}"),
+        ("segments read", t["segments_read"]),
         ("partitions scanned", f"{t['partitions_scanned']} of {t['partitions_total']}"),
         ("chunks read", f"{t['chunks_read']} ({human_bytes(t['bytes_read'])})"),
         ("rows scanned", t["rows_scanned"]),

@@ -1,16 +1,18 @@
 """The bridge to DuckDB: a dataset as a ``pyarrow.dataset.Dataset`` that pushes work down.
 
-DuckDB calls ``scanner(columns=..., filter=...)`` with the projection and the filter it wants.
-We plan a Colonnade scan with both (pruning partitions and segments), stream only the needed
-chunks, and hand DuckDB a real Arrow ``Scanner`` over those batches that applies the filter
-exactly, so DuckDB's answer is the same as without pushdown. Every scan's metrics are kept for
-``explain``.
+DuckDB calls ``scanner(columns=..., filter=...)`` with the projection and the filter it wants,
+then ``to_reader()`` on what it gets back. We plan a Colonnade scan with both (pruning partitions
+and segments) and hand DuckDB a lazy scanner: its reader yields the rows that match the filter
+(applied exactly, so DuckDB's answer is the same as without pushdown) segment by segment, and
+fetches chunks only as DuckDB pulls, so a query that stops early (``LIMIT``) stops the reads.
+(Arrow's own ``Scanner.from_batches`` would drain dozens of batches ahead of DuckDB on a
+background thread.) Every scan's metrics are kept for ``explain``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -48,17 +50,15 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
 
     def _scan(self, columns: list[str] | None, filter: pc.Expression | None) -> Scan:
         return Scan(self._dataset, tuple(columns) if columns is not None else None, filter,
-                    snapshot=self._snapshot, apply_filter=False)
+                    snapshot=self._snapshot)
 
     def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
-                **kwargs: Any) -> pds.Scanner:
+                **kwargs: Any) -> LazyScanner:
         scan = self._scan(columns, filter)
         plan = scan.plan()
         with self._lock:
             self.scans.append(plan.metrics)
-        out_columns = list(plan.columns)
-        batches = self._recording(scan.to_batches(plan))
-        return pds.Scanner.from_batches(batches, schema=plan.schema, columns=out_columns, filter=filter)
+        return LazyScanner(scan.output_schema(plan), lambda: self._recording(scan.to_batches(plan)))
 
     def _recording(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Keep the first Colonnade error of a scan: DuckDB turns it into text, and callers
@@ -89,3 +89,39 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"ColonnadeArrowDataset({self._dataset.name!r}, version={self.version})"
+
+
+class LazyScanner:
+    """The part of ``pyarrow.dataset.Scanner`` that consumers use, over a planned scan whose
+    batches are produced only as they are pulled."""
+
+    def __init__(self, schema: pa.Schema, batches: Callable[[], Iterator[pa.RecordBatch]]) -> None:
+        self.projected_schema = schema
+        self._batches = batches
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self._batches())
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return self._batches()
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self._batches()), schema=self.projected_schema)
+
+    def head(self, num_rows: int) -> pa.Table:
+        out, have = [], 0
+        batches = self._batches()
+        try:
+            for batch in batches:
+                out.append(batch.slice(0, num_rows - have))
+                have += out[-1].num_rows
+                if have >= num_rows:
+                    break
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+        return pa.Table.from_batches(out, schema=self.projected_schema)
+
+    def count_rows(self) -> int:
+        return sum(b.num_rows for b in self._batches())
