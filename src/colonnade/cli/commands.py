@@ -146,7 +146,8 @@ def sql(settings: Settings, query: str, fmt: str, version: int | None) -> None:
               help="Read every dataset as of version N.")
 @pass_settings
 def explain(settings: Settings, query: str, as_json: bool, version: int | None) -> None:
-    """Run QUERY and report what was pruned and read (segments, chunks, bytes) and DuckDB's plan."""
+    """Run QUERY and report what was pruned and read (segments, chunks, bytes), the filters that
+    could not be used for pruning and why, and DuckDB's plan."""
     text = _query_text(query)
     with settings.connect() as store:
         report = store.explain(text, version=version)
@@ -166,8 +167,12 @@ def explain(settings: Settings, query: str, as_json: bool, version: int | None) 
     for name, scans in report.scans.items():
         for m in scans:
             cols = ", ".join(m.get("columns") or []) or "(none)"
-            click.echo(f"scan {name}: columns {cols}; filter {m.get('filter') or '(none)'}; "
+            only = ", ".join(m.get("filter_columns") or [])
+            click.echo(f"scan {name}: columns {cols}" + (f"; filter-only columns {only}" if only else "")
+                       + f"; filter {m.get('filter') or '(none)'}; "
                        f"{m['segments_scanned']}/{m['segments_total']} segments")
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}")
     click.echo("plan:")
     click.echo(report.plan)
 

@@ -6,7 +6,8 @@ true whenever the original could be — the rule that makes partition pruning sa
 "can't project": the partition is kept. Monotonic transforms (identity, truncate, month, day)
 project ranges (an exclusive bound on an integer, date or timestamp column first becomes the
 inclusive bound next to it, so ``d < 2024-02-01`` rules out February); bucket projects only
-equality and IN.
+equality and IN. ``source_range`` is the other way round: the least and greatest source values
+a partition value can hold, for predicates that can only be evaluated on source values.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class Transform(ABC):
     def check_type(self, type_: pa.DataType) -> None:  # noqa: B027 - optional
         """Raise SpecError if the transform can't apply to this column type."""
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        """The least and greatest source values whose partition value is ``value``, in the
+        physical form of chunk statistics (see ``ChunkStats``; None where unbounded), or None
+        if unknown."""
+        return None
+
 
 def _step(value: Any, type_: pa.DataType, direction: int) -> Any:
     """The value next to ``value`` (above for +1, below for -1) on a discrete column type, or
@@ -64,6 +71,18 @@ def _step(value: Any, type_: pa.DataType, direction: int) -> Any:
 
 
 _UNIT_DELTA = {"s": dt.timedelta(seconds=1), "ms": dt.timedelta(milliseconds=1), "us": dt.timedelta(microseconds=1)}
+_TICKS_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def _day_range(first: dt.date, after: dt.date, type_: pa.DataType) -> tuple[Any, Any] | None:
+    """Physical least and greatest values of ``[first, after)`` on a date or naive timestamp column."""
+    lo, hi = (first - _EPOCH).days, (after - _EPOCH).days
+    if pa.types.is_date32(type_):
+        return lo, hi - 1
+    if pa.types.is_timestamp(type_) and type_.tz is None:
+        ticks = _TICKS_PER_DAY[type_.unit]
+        return lo * ticks, hi * ticks - 1
+    return None
 
 
 class _Monotonic(Transform):
@@ -109,6 +128,15 @@ class Identity(_Monotonic):
     def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
         return (op, values)
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        from colonnade.encoding.chunk import physical_value
+
+        try:
+            v = physical_value(pa.scalar(value, type=type_.value_type if pa.types.is_dictionary(type_) else type_))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
+            return None
+        return None if v is None else (v, v)
+
     def __str__(self) -> str:
         return f"identity({self.source})"
 
@@ -146,6 +174,14 @@ class Truncate(_Monotonic):
         out[out > values] = lowest  # wrapped around below the int64 minimum
         return pa.array(np.maximum(out, lowest)).cast(array.type)
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if pa.types.is_integer(type_) and isinstance(value, int):
+            top = np.iinfo(type_.to_pandas_dtype()).max
+            return value, int(min(value + self.width - 1, top))
+        if isinstance(value, str) and (pa.types.is_string(type_) or pa.types.is_large_string(type_)):
+            return value, None  # every string that starts with value sorts after it
+        return None
+
     def __str__(self) -> str:
         return f"truncate({self.width}, {self.source})"
 
@@ -174,6 +210,17 @@ class Month(_Monotonic):
         d = _to_dates(array)
         return pc.add(pc.multiply(pc.subtract(pc.year(d), 1970), 12), pc.subtract(pc.month(d), 1)).cast(pa.int32())
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int):
+            return None
+        year, month = 1970 + value // 12, value % 12 + 1
+        try:
+            first = dt.date(year, month, 1)
+            after = dt.date(year + month // 12, month % 12 + 1, 1)
+        except ValueError:
+            return None
+        return _day_range(first, after, type_)
+
     def __str__(self) -> str:
         return f"month({self.source})"
 
@@ -191,6 +238,16 @@ class Day(_Monotonic):
 
     def apply(self, array: pa.Array) -> pa.Array:
         return _to_dates(array).cast(pa.int32())
+
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int):
+            return None
+        try:
+            first = _EPOCH + dt.timedelta(days=value)
+            after = first + dt.timedelta(days=1)
+        except OverflowError:
+            return None
+        return _day_range(first, after, type_)
 
     def __str__(self) -> str:
         return f"day({self.source})"

@@ -33,6 +33,7 @@ from colonnade.table.writer import segment_stats_from_json
 if TYPE_CHECKING:
     import pandas as pd
 
+    from colonnade.query.probes import WherePruning
     from colonnade.table.dataset import Dataset
 
 #: Bytes of chunks fetched per window (one store request, decoded in parallel).
@@ -55,6 +56,8 @@ class ScanMetrics:
     rows_scanned: int = 0
     segments_read: int = 0
     columns: list[str] = field(default_factory=list)
+    filter_columns: list[str] = field(default_factory=list)  # read only to evaluate the filter
+    pruning_columns: list[str] = field(default_factory=list)  # columns whose predicates pruned
     filter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +100,7 @@ class Scan:
     filter: pc.Expression | None = None
     version: int | None = None
     snapshot: Snapshot | None = None
+    pruned: WherePruning | None = None  # decided beforehand from a SQL query's WHERE clauses
 
     # -- builder
     def select(self, *columns: str) -> Scan:
@@ -123,22 +127,30 @@ class Scan:
             for c in sorted(_referenced(self.filter, schema) | columns_of(node)):
                 if c in schema.names and c not in read_columns:
                     read_columns.append(c)
-        metrics = ScanMetrics(columns=columns, filter=None if self.filter is None else str(self.filter))
+        where = self.pruned
+        pruning_columns = columns_of(node) | (set(where.columns) if where is not None else set())
+        metrics = ScanMetrics(columns=columns, filter_columns=read_columns[len(columns):],
+                              pruning_columns=sorted(pruning_columns),
+                              filter=None if self.filter is None else str(self.filter))
         by_partition: dict[str, list[SegmentEntry]] = {}
         for s in snapshot.segments:
             by_partition.setdefault(s.partition, []).append(s)
         metrics.partitions_total = len(by_partition)
         metrics.segments_total = len(snapshot.segments)
         kept = {p: segs for p, segs in by_partition.items()
-                if partition_may_match(node, ds.spec, segs[0].values)}
+                if (where is None or p not in where.partitions)
+                and partition_may_match(node, ds.spec, segs[0].values)}
         metrics.partitions_scanned = len(kept)
         planned: list[PlannedSegment] = []
         if kept:
             live = {s.segment: s for segs in kept.values() for s in segs}
-            rows = ds.store.get_segments(ds.name, list(kept))
-            stats_by_id = {r.segment: segment_stats_from_json(r.stats) for r in rows if r.segment in live}
+            if where is not None and all(s in where.stats for s in live):
+                stats_by_id = where.stats
+            else:
+                rows = ds.store.get_segments(ds.name, list(kept))
+                stats_by_id = {r.segment: segment_stats_from_json(r.stats) for r in rows if r.segment in live}
             for s in snapshot.segments:  # commit order
-                if s.segment not in live:
+                if s.segment not in live or (where is not None and s.segment in where.segments):
                     continue
                 stats = stats_by_id.get(s.segment)
                 if stats is None:
