@@ -16,7 +16,7 @@ from duckdb import DuckDBPyConnection
 
 from colonnade.config import default_store_uri, parse_store_uri
 from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryError, SchemaError
-from colonnade.query.adapter import ColonnadeArrowDataset
+from colonnade.query.adapter import ColonnadeArrowDataset, use_where
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
@@ -28,17 +28,19 @@ SQL_BATCH_ROWS = 65_536
 
 @dataclass
 class Explain:
-    """What a query read: per dataset scan metrics, DuckDB's plan, and the answer's size."""
+    """What a query read: per dataset scan metrics, DuckDB's plan, the answer's size, and
+    warnings about filters that were not used for pruning (and why)."""
 
     query: str
     plan: str
     scans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     rows: int = 0
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
-        keys = ("segments_total", "segments_scanned", "partitions_total", "partitions_scanned",
-                "chunks_read", "bytes_read", "rows_scanned")
+        keys = ("segments_total", "segments_scanned", "segments_read", "partitions_total",
+                "partitions_scanned", "chunks_read", "bytes_read", "rows_scanned")
         out = dict.fromkeys(keys, 0)
         for scans in self.scans.values():
             for m in scans:
@@ -48,7 +50,7 @@ class Explain:
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, **self.totals(), "rows": self.rows, "seconds": self.seconds,
-                "scans": self.scans, "plan": self.plan}
+                "warnings": self.warnings, "scans": self.scans, "plan": self.plan}
 
     def _repr_html_(self) -> str:
         from colonnade.notebook import explain_html
@@ -202,6 +204,7 @@ class Store:
         ``version`` pins every dataset at that version (``versions`` per dataset)."""
         pins = _pins(self, version, versions)
         with self._connection(pins) as (con, registered):
+            use_where(con, query, registered)
             try:
                 return con.sql(query).to_arrow_table()
             except duckdb.Error as exc:
@@ -243,13 +246,15 @@ class Store:
             try:
                 plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())
                 start = time.perf_counter()
+                use_where(con, query, registered)
                 table = con.sql(query).to_arrow_table()
                 seconds = time.perf_counter() - start
             except duckdb.Error as exc:
                 _reraise_scan_error(registered)
                 raise QueryError(_one_line(exc)) from None
             scans = {name: [m.to_dict() for m in a.scans] for name, a in registered.items() if a.scans}
-            return Explain(query, plan, scans, table.num_rows, seconds)
+            warnings = [w for a in registered.values() for w in a.warnings(con)]
+            return Explain(query, plan, scans, table.num_rows, seconds, list(dict.fromkeys(warnings)))
 
 
 def _pins(store: Store, version: int | None, versions: dict[str, int] | None) -> dict[str, int] | None:

@@ -269,7 +269,7 @@ def test_a_corrupt_chunk_fails_every_scan_that_touches_it(store: Store, dataset:
         [{"s": sum(i * 0.5 for i in range(60) if i % 3 != 1)}]
 
     # through SQL it is the same error, not DuckDB's wrapping of it
-    for query in ("SELECT sum(v) FROM t", "SELECT id FROM t WHERE v > 1000"):
+    for query in ("SELECT sum(v) FROM t", "SELECT id FROM t WHERE v >= 0"):  # (v > 1000 is pruned now)
         with pytest.raises(CorruptChunkError) as info:
             store.sql(query)
         assert (info.value.dataset, info.value.column, info.value.segment) == ("t", "v", seg.segment)

@@ -189,7 +189,8 @@ def _versions(pins: tuple[str, ...]) -> tuple[int | None, dict[str, int]]:
               help="Read every dataset as of version N.")
 @pass_settings
 def explain(settings: Settings, query: str, as_json: bool, version: int | None) -> None:
-    """Run QUERY and report what was pruned and read (segments, chunks, bytes) and DuckDB's plan."""
+    """Run QUERY and report what was pruned and read (segments, chunks, bytes), the filters that
+    could not be used for pruning and why, and DuckDB's plan."""
     text = _query_text(query)
     with settings.connect() as store:
         report = store.explain(text, version=version)
@@ -199,6 +200,7 @@ def explain(settings: Settings, query: str, as_json: bool, version: int | None) 
     t = report.totals()
     print_pairs([
         ("segments scanned", f"{t['segments_scanned']} of {t['segments_total']}"),
+        ("segments read", t["segments_read"]),
         ("partitions scanned", f"{t['partitions_scanned']} of {t['partitions_total']}"),
         ("chunks read", f"{t['chunks_read']} ({human_bytes(t['bytes_read'])})"),
         ("rows scanned", t["rows_scanned"]),
@@ -208,8 +210,12 @@ def explain(settings: Settings, query: str, as_json: bool, version: int | None) 
     for name, scans in report.scans.items():
         for m in scans:
             cols = ", ".join(m.get("columns") or []) or "(none)"
-            click.echo(f"scan {name}: columns {cols}; filter {m.get('filter') or '(none)'}; "
+            only = ", ".join(m.get("filter_columns") or [])
+            click.echo(f"scan {name}: columns {cols}" + (f"; filter-only columns {only}" if only else "")
+                       + f"; filter {m.get('filter') or '(none)'}; "
                        f"{m['segments_scanned']}/{m['segments_total']} segments")
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}")
     click.echo("plan:")
     click.echo(report.plan)
 

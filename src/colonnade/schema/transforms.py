@@ -4,7 +4,10 @@ A transform's ``apply`` turns a column into partition values; its ``project`` tu
 on the source column (``op`` and literal values) into a predicate on the partition value that is
 true whenever the original could be — the rule that makes partition pruning safe. ``None`` means
 "can't project": the partition is kept. Monotonic transforms (identity, truncate, month, day)
-project ranges; bucket projects only equality and IN.
+project ranges (an exclusive bound on an integer, date or timestamp column first becomes the
+inclusive bound next to it, so ``d < 2024-02-01`` rules out February); bucket projects only
+equality and IN. ``source_range`` is the other way round: the least and greatest source values
+a partition value can hold, for predicates that can only be evaluated on source values.
 """
 
 from __future__ import annotations
@@ -56,11 +59,50 @@ class Transform(ABC):
     def check_type(self, type_: pa.DataType) -> None:  # noqa: B027 - optional
         """Raise SpecError if the transform can't apply to this column type."""
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        """The least and greatest source values whose partition value is ``value``, in the
+        physical form of chunk statistics (see ``ChunkStats``; None where unbounded), or None
+        if unknown."""
+        return None
+
+
+def _step(value: Any, type_: pa.DataType, direction: int) -> Any:
+    """The value next to ``value`` (above for +1, below for -1) on a discrete column type, or
+    None if the type has no such neighbour here."""
+    if pa.types.is_integer(type_) and isinstance(value, int):
+        return value + direction
+    if pa.types.is_date32(type_) and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value + dt.timedelta(days=direction)
+    if pa.types.is_timestamp(type_) and isinstance(value, dt.datetime) and type_.unit in _UNIT_DELTA:
+        return value + direction * _UNIT_DELTA[type_.unit]
+    return None
+
+
+_UNIT_DELTA = {"s": dt.timedelta(seconds=1), "ms": dt.timedelta(milliseconds=1), "us": dt.timedelta(microseconds=1)}
+_TICKS_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def _day_range(first: dt.date, after: dt.date, type_: pa.DataType) -> tuple[Any, Any] | None:
+    """Physical least and greatest values of ``[first, after)`` on a date or naive timestamp column."""
+    lo, hi = (first - _EPOCH).days, (after - _EPOCH).days
+    if pa.types.is_date32(type_):
+        return lo, hi - 1
+    if pa.types.is_timestamp(type_) and type_.tz is None:
+        ticks = _TICKS_PER_DAY[type_.unit]
+        return lo * ticks, hi * ticks - 1
+    return None
+
 
 class _Monotonic(Transform):
     """Transforms where a ≤ b implies t(a) ≤ t(b): ranges project to ranges."""
 
     def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
+        if op in ("<", ">") and len(values) == 1:
+            # x < v is x <= (the value below v) on a discrete type: a v that starts a partition
+            # then rules that partition out
+            neighbour = _step(values[0], type_, -1 if op == "<" else 1)
+            if neighbour is not None:
+                op, values = op + "=", (neighbour,)
         try:
             mapped = tuple(self.apply_value(v, type_) for v in values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
@@ -93,6 +135,15 @@ class Identity(_Monotonic):
 
     def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
         return (op, values)
+
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        from colonnade.encoding.chunk import physical_value
+
+        try:
+            v = physical_value(pa.scalar(value, type=type_.value_type if pa.types.is_dictionary(type_) else type_))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
+            return None
+        return None if v is None else (v, v)
 
     def __str__(self) -> str:
         return f"identity({quote_name(self.source)})"
@@ -131,6 +182,14 @@ class Truncate(_Monotonic):
         out[out > values] = lowest  # wrapped around below the int64 minimum
         return pa.array(np.maximum(out, lowest)).cast(array.type)
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if pa.types.is_integer(type_) and isinstance(value, int):
+            top = np.iinfo(type_.to_pandas_dtype()).max
+            return value, int(min(value + self.width - 1, top))
+        if isinstance(value, str) and (pa.types.is_string(type_) or pa.types.is_large_string(type_)):
+            return value, None  # every string that starts with value sorts after it
+        return None
+
     def __str__(self) -> str:
         return f"truncate({self.width}, {quote_name(self.source)})"
 
@@ -159,6 +218,17 @@ class Month(_Monotonic):
         d = _to_dates(array)
         return pc.add(pc.multiply(pc.subtract(pc.year(d), 1970), 12), pc.subtract(pc.month(d), 1)).cast(pa.int32())
 
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int):
+            return None
+        year, month = 1970 + value // 12, value % 12 + 1
+        try:
+            first = dt.date(year, month, 1)
+            after = dt.date(year + month // 12, month % 12 + 1, 1)
+        except ValueError:
+            return None
+        return _day_range(first, after, type_)
+
     def __str__(self) -> str:
         return f"month({quote_name(self.source)})"
 
@@ -176,6 +246,16 @@ class Day(_Monotonic):
 
     def apply(self, array: pa.Array) -> pa.Array:
         return _to_dates(array).cast(pa.int32())
+
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int):
+            return None
+        try:
+            first = _EPOCH + dt.timedelta(days=value)
+            after = first + dt.timedelta(days=1)
+        except OverflowError:
+            return None
+        return _day_range(first, after, type_)
 
     def __str__(self) -> str:
         return f"day({quote_name(self.source)})"
@@ -195,6 +275,15 @@ class Year(_Monotonic):
 
     def apply(self, array: pa.Array) -> pa.Array:
         return pc.subtract(pc.year(_to_dates(array)), 1970).cast(pa.int32())
+
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int):
+            return None
+        try:
+            first, after = dt.date(1970 + value, 1, 1), dt.date(1971 + value, 1, 1)
+        except ValueError:
+            return None
+        return _day_range(first, after, type_)
 
     def __str__(self) -> str:
         return f"year({quote_name(self.source)})"
@@ -223,6 +312,12 @@ class Hour(_Monotonic):
         hours = pc.divide(units, per_hour)  # truncates toward zero
         below = pc.less(pc.subtract(units, pc.multiply(hours, per_hour)), 0)
         return pc.if_else(below, pc.subtract(hours, 1), hours)
+
+    def source_range(self, value: Any, type_: pa.DataType) -> tuple[Any, Any] | None:
+        if not isinstance(value, int) or not pa.types.is_timestamp(type_):
+            return None
+        ticks = _TICKS_PER_DAY[type_.unit] // 24  # stored ticks count from the epoch instant
+        return value * ticks, (value + 1) * ticks - 1
 
     def __str__(self) -> str:
         return f"hour({quote_name(self.source)})"

@@ -2,15 +2,19 @@
 
 ``plan()`` prunes partitions through the transforms (from the commit log alone), then reads the
 segment index of the surviving partitions and prunes segments by chunk min/max. ``to_batches()``
-fetches only the chunks of the needed columns of the surviving segments, in windows fetched and
-decoded ahead of the consumer by a thread pool, and yields one batch per segment. The filter, if
-any, is applied exactly to what is read; pruning only skips what can't match.
+is lazy: it fetches only the chunks of the needed columns of the surviving segments, in windows
+that start at one segment and double up to :data:`WINDOW_SEGMENTS` / :data:`WINDOW_BYTES`. The
+first :data:`EAGER_WINDOWS` windows are fetched only when the consumer asks for them, so a
+consumer that stops early (DuckDB on ``LIMIT``) has read one or two segments; from then on the
+next window is fetched and decoded ahead of the consumer by a thread pool. It yields one batch
+per segment. The filter, if any, is applied exactly to what is read (in the worker threads);
+pruning only skips what can't match.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -29,11 +33,14 @@ from colonnade.table.writer import segment_stats_from_json
 if TYPE_CHECKING:
     import pandas as pd
 
+    from colonnade.query.probes import WherePruning
     from colonnade.table.dataset import Dataset
 
 #: Bytes of chunks fetched per window (one store request, decoded in parallel).
 WINDOW_BYTES = 48 * 1024 * 1024
 WINDOW_SEGMENTS = 64
+#: Windows fetched only on demand (one segment each) before reading ahead starts.
+EAGER_WINDOWS = 2
 
 
 @dataclass
@@ -47,7 +54,10 @@ class ScanMetrics:
     chunks_read: int = 0
     bytes_read: int = 0
     rows_scanned: int = 0
+    segments_read: int = 0
     columns: list[str] = field(default_factory=list)
+    filter_columns: list[str] = field(default_factory=list)  # read only to evaluate the filter
+    pruning_columns: list[str] = field(default_factory=list)  # columns whose predicates pruned
     filter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,7 +100,7 @@ class Scan:
     filter: pc.Expression | None = None
     version: int | None = None
     snapshot: Snapshot | None = None
-    apply_filter: bool = True
+    pruned: WherePruning | None = None  # decided beforehand from a SQL query's WHERE clauses
 
     # -- builder
     def select(self, *columns: str) -> Scan:
@@ -123,22 +133,30 @@ class Scan:
             for c in sorted(_referenced(self.filter, schema) | columns_of(node)):
                 if c in schema.names and c not in read_columns:
                     read_columns.append(c)
-        metrics = ScanMetrics(columns=columns, filter=None if self.filter is None else str(self.filter))
+        where = self.pruned
+        pruning_columns = columns_of(node) | (set(where.columns) if where is not None else set())
+        metrics = ScanMetrics(columns=columns, filter_columns=read_columns[len(columns):],
+                              pruning_columns=sorted(pruning_columns),
+                              filter=None if self.filter is None else str(self.filter))
         by_partition: dict[str, list[SegmentEntry]] = {}
         for s in snapshot.segments:
             by_partition.setdefault(s.partition, []).append(s)
         metrics.partitions_total = len(by_partition)
         metrics.segments_total = len(snapshot.segments)
         kept = {p: segs for p, segs in by_partition.items()
-                if partition_may_match(node, ds.spec, segs[0].values)}
+                if (where is None or p not in where.partitions)
+                and partition_may_match(node, ds.spec, segs[0].values)}
         metrics.partitions_scanned = len(kept)
         planned: list[PlannedSegment] = []
         if kept:
             live = {s.segment: s for segs in kept.values() for s in segs}
-            rows = ds.store.get_segments(ds.name, list(kept))
-            stats_by_id = {r.segment: segment_stats_from_json(r.stats) for r in rows if r.segment in live}
+            if where is not None and all(s in where.stats for s in live):
+                stats_by_id = where.stats
+            else:
+                rows = ds.store.get_segments(ds.name, list(kept))
+                stats_by_id = {r.segment: segment_stats_from_json(r.stats) for r in rows if r.segment in live}
             for s in snapshot.segments:  # commit order
-                if s.segment not in live:
+                if s.segment not in live or (where is not None and s.segment in where.segments):
                     continue
                 stats = stats_by_id.get(s.segment)
                 if stats is None:
@@ -151,29 +169,21 @@ class Scan:
 
     # -- reading
     def to_batches(self, plan: ScanPlan | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows of the plan's segments that match the filter, projected to the plan's
+        columns, lazily (see the module docstring)."""
         plan = plan or self.plan()
-        for batch in _read_segments(self.dataset, plan):
-            if self.filter is not None and not self.apply_filter:
-                yield batch  # the consumer filters (and projects) itself
-            elif self.filter is not None:
-                table = pa.Table.from_batches([batch]).filter(self.filter)
-                yield from table.select(list(plan.columns)).to_batches()
-            elif len(plan.read_columns) != len(plan.columns):
-                yield batch.select(list(plan.columns))
-            else:
-                yield batch
+        return _read_segments(self.dataset, plan, _finisher(self.filter, plan))
+
+    def output_schema(self, plan: ScanPlan) -> pa.Schema:
+        return pa.schema([plan.schema.field(c) for c in plan.columns])
 
     def to_reader(self) -> pa.RecordBatchReader:
         plan = self.plan()
-        schema = pa.schema([plan.schema.field(c) for c in plan.columns])
-        if self.filter is not None and not self.apply_filter:
-            schema = plan.schema
-        return pa.RecordBatchReader.from_batches(schema, self.to_batches(plan))
+        return pa.RecordBatchReader.from_batches(self.output_schema(plan), self.to_batches(plan))
 
     def to_arrow(self) -> pa.Table:
         plan = self.plan()
-        schema = pa.schema([plan.schema.field(c) for c in plan.columns])
-        return pa.Table.from_batches(list(self.to_batches(plan)), schema=schema)
+        return pa.Table.from_batches(list(self.to_batches(plan)), schema=self.output_schema(plan))
 
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
@@ -181,7 +191,21 @@ class Scan:
     def count_rows(self) -> int:
         if self.filter is None:
             return (self.snapshot or self.dataset.snapshot(self.version)).rows
-        return self.to_arrow().num_rows
+        return sum(b.num_rows for b in self.to_batches())
+
+
+Finisher = Callable[[pa.RecordBatch], pa.RecordBatch]
+
+
+def _finisher(expr: pc.Expression | None, plan: ScanPlan) -> Finisher | None:
+    """What turns a segment's batch (read columns) into output rows: the filter, applied
+    exactly, then the projection; None when the batch is already the output."""
+    columns = list(plan.columns)
+    if expr is None and len(plan.read_columns) == len(columns):
+        return None
+    if expr is None:
+        return lambda batch: batch.select(columns)
+    return lambda batch: batch.filter(expr).select(columns)
 
 
 def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:
@@ -195,14 +219,20 @@ def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:
 
 
 def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...]) -> Iterator[list[PlannedSegment]]:
+    """Groups of segments fetched together: one segment for each of the first EAGER_WINDOWS,
+    then twice as many each time, up to WINDOW_SEGMENTS segments or WINDOW_BYTES bytes."""
     window: list[PlannedSegment] = []
     size = 0
+    limit, count = 1, 0
     for seg in segments:
         window.append(seg)
         size += sum(seg.stats[c].nbytes for c in columns if c in seg.stats)
-        if size >= WINDOW_BYTES or len(window) >= WINDOW_SEGMENTS:
+        if size >= WINDOW_BYTES or len(window) >= limit:
             yield window
             window, size = [], 0
+            count += 1
+            if count >= EAGER_WINDOWS:
+                limit = min(limit * 2, WINDOW_SEGMENTS)
     if window:
         yield window
 
@@ -223,15 +253,19 @@ def _decode(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa
 
 
 def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
-                  pool: ThreadPoolExecutor) -> list[pa.RecordBatch]:
+                  pool: ThreadPoolExecutor, finish: Finisher | None) -> list[pa.RecordBatch]:
     refs = [ChunkRef(s.entry.partition, c, s.entry.segment, s.entry.bucket)
             for s in window for c in plan.read_columns if c in s.stats]
     types = {f.name: f.type for f in plan.schema}
     futures: dict[tuple[str, str], Future[pa.Array]] = {}
     nbytes = 0
-    for ref, data in ds.store.get_chunks(ds.name, refs):
-        nbytes += len(data)
-        futures[(ref.segment, ref.column)] = pool.submit(_decode, ds.name, ref, data, types[ref.column])
+    try:
+        for ref, data in ds.store.get_chunks(ds.name, refs):
+            nbytes += len(data)
+            futures[(ref.segment, ref.column)] = pool.submit(_decode, ds.name, ref, data, types[ref.column])
+    finally:
+        plan.metrics.chunks_read += len(futures)
+        plan.metrics.bytes_read += nbytes
     batches = []
     for s in window:
         arrays = []
@@ -245,26 +279,41 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
             arrays.append(fut.result())
         if arrays:
             batches.append(pa.RecordBatch.from_arrays(arrays, schema=plan.schema))
-        else:  # no column wanted (e.g. count(*)): a batch of rows without columns
-            batches.append(pa.RecordBatch.from_struct_array(pa.array([{}] * s.entry.rows, pa.struct([]))))
-    plan.metrics.chunks_read += len(refs)
-    plan.metrics.bytes_read += nbytes
+        else:  # no column wanted: a batch of rows without columns
+            batches.append(pa.record_batch({"_": pa.nulls(s.entry.rows)}).select([]))
     plan.metrics.rows_scanned += sum(s.entry.rows for s in window)
-    return batches
+    plan.metrics.segments_read += len(window)
+    if finish is not None:
+        batches = list(pool.map(finish, batches))
+    return [b for b in batches if b.num_rows]
 
 
-def _read_segments(ds: Dataset, plan: ScanPlan) -> Iterator[pa.RecordBatch]:
+def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None) -> Iterator[pa.RecordBatch]:
     if not plan.segments:
         return
     threads = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(threads, thread_name_prefix="colonnade-decode") as decode_pool, \
             ThreadPoolExecutor(1, thread_name_prefix="colonnade-fetch") as fetch_pool:
-        windows = list(_windows(plan.segments, plan.read_columns))
-        pending: Future[list[pa.RecordBatch]] | None = fetch_pool.submit(
-            _fetch_window, ds, plan, windows[0], decode_pool)
-        for i in range(len(windows)):
-            assert pending is not None
-            batches = pending.result()
-            pending = (fetch_pool.submit(_fetch_window, ds, plan, windows[i + 1], decode_pool)
-                       if i + 1 < len(windows) else None)
-            yield from batches
+        pending: Future[list[pa.RecordBatch]] | None = None
+        windows = _windows(plan.segments, plan.read_columns)
+        fetched = 0
+        try:
+            while True:
+                if pending is not None:
+                    batches, pending = pending.result(), None
+                else:
+                    # the first windows are fetched only when the consumer gets here: a LIMIT
+                    # that stops within them has read EAGER_WINDOWS segments at most
+                    window = next(windows, None)
+                    if window is None:
+                        break
+                    batches = _fetch_window(ds, plan, window, decode_pool, finish)
+                fetched += 1
+                if fetched > EAGER_WINDOWS:  # the consumer wants more: read the next one ahead
+                    upcoming = next(windows, None)
+                    if upcoming is not None:
+                        pending = fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish)
+                yield from batches
+        finally:
+            if pending is not None and not pending.cancel():
+                pending.exception()  # wait: metrics are final once the scan is closed
