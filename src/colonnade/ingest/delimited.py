@@ -73,18 +73,20 @@ class DelimitedSource(Source):
     format = "csv"
 
     def __init__(self, path: Path, options: CsvOptions, target: pa.Schema | None = None,
-                 on_reject: OnReject | None = None) -> None:
-        super().__init__(path)
+                 on_reject: OnReject | None = None, name: str | None = None) -> None:
+        super().__init__(path, name)
         self.options = options
         self._on_reject = on_reject
         self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         try:
             stream: BinaryIO = self._raw
+            position = None  # the stream is the file: block positions are exact
             if options.compression == "gzip":
                 stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
+                position = self._raw.tell
             dialect = Dialect.of(options.delimiter, options.quote_char)
-            with _read_errors(path):
-                self._reader = BlockReader(stream, dialect, str(path), self._raw.tell,
+            with _read_errors(self.name):
+                self._reader = BlockReader(stream, dialect, self.name, position,
                                            options.block_size, options.max_record_bytes)
                 self.dialect = self._reader.dialect
                 names = self._column_names(target)
@@ -113,16 +115,18 @@ class DelimitedSource(Source):
         elif target is not None:
             names = list(target.names)
         else:
-            raise IngestError(f"{self.path}: a file without a header needs column names "
+            raise IngestError(f"{self.name}: a file without a header needs column names "
                               "(columns or a schema)")
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise SchemaError(f"{self.path}: column(s) named twice: {', '.join(dupes)}")
-        if opts.schema is not None and header is not None and not opts.columns:
-            extra = [n for n in names if n not in opts.schema.names]
-            if extra:
-                raise SchemaError(f"{self.path}: column(s) {', '.join(extra)} of the header "
-                                  "are not in the schema")
+            raise SchemaError(f"{self.name}: column(s) named twice: {', '.join(dupes)}")
+        if opts.schema is not None:
+            # the schema may type some columns only (the others are inferred), but each column
+            # it names must be one of the file's: a misspelt name is not silently ignored
+            missing = [n for n in opts.schema.names if n not in names]
+            if missing:
+                raise SchemaError(f"{self.name}: column(s) {', '.join(missing)} of the schema are "
+                                  f"not in the file (its columns: {', '.join(names)})")
         return names
 
     def _parse_header(self, record: Block) -> list[str]:
@@ -135,7 +139,7 @@ class DelimitedSource(Source):
                     quote_char=self.options.quote_char or False,
                     newlines_in_values=self.options.quote_char is not None))
         except pa.ArrowException as exc:
-            raise BadRowError(str(self.path), record.first_line, None,
+            raise BadRowError(self.name, record.first_line, None,
                               f"unreadable header: {exc}") from None
         return list(table.column_names)
 
@@ -219,19 +223,35 @@ class DelimitedSource(Source):
 
     # -- reading
     def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """Batches with the bytes of the input parsed up to their last row: a block's batches
+        share its bytes in proportion to their rows, so progress moves within a block too."""
         blocks = iter(self._reader)
         while True:
-            with _read_errors(self.path):
+            with _read_errors(self.name):
                 block = next(blocks, None)
             if block is None:
                 return
+            if block.bad is not None:
+                self._report(block.first_line, None, block.bad, block.data)
+                continue
             data = block.data
             table, problem = self._parse(data, 0, len(data), threads=True)
             if problem is not None:
                 table = self._salvage(block, problem)
-            if table is not None:
-                for batch in table.to_batches():
-                    yield batch, block.position
+            if table is None or not table.num_rows:
+                continue
+            done, span = 0, block.stop - block.start
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    done += batch.num_rows
+                    yield batch, block.start + span * done // table.num_rows
+
+    def _report(self, line: int, column: str | None, reason: str, raw: bytes | bytearray) -> None:
+        """A bad row: raised (strict) or handed to ``on_reject`` (quarantine)."""
+        if self._on_reject is None:
+            raise BadRowError(self.name, line, column, reason)
+        text = bytes(raw).rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")
+        self._on_reject(Reject(self.name, line, column, reason, text))
 
     def _parse(self, data: bytes | bytearray, start: int, stop: int,
                threads: bool) -> tuple[pa.Table | None, _Problem | None]:
@@ -283,7 +303,7 @@ class DelimitedSource(Source):
     def _salvage(self, block: Block, problem: _Problem) -> pa.Table | None:
         """Bisect a failed block by records: keep the good ones, raise or report the bad ones."""
         data = block.data
-        starts, stops, spans = _record_bounds(data, self.dialect)
+        starts, stops, _ = _record_bounds(data, self.dialect)
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == self.dialect.newline)
 
         def parse(start: int, stop: int) -> tuple[pa.Table | None, _Problem | None]:
@@ -297,14 +317,8 @@ class DelimitedSource(Source):
                 continue
             start, stop = int(starts[i]), int(stops[i])
             line = block.first_line + int(np.searchsorted(newlines, start))
-            reason = found.reason
-            if spans.unterminated and start <= spans.last_open < stop:
-                reason = f"unterminated quoted field ({reason})"
             column = self._schema.names[found.column] if found.column is not None else None
-            if self._on_reject is None:
-                raise BadRowError(str(self.path), line, column, reason)
-            raw = data[start:stop].rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")
-            self._on_reject(Reject(str(self.path), line, column, reason, raw))
+            self._report(line, column, found.reason, data[start:stop])
         return pa.concat_tables(pieces).combine_chunks() if pieces else None
 
     def close(self) -> None:
@@ -345,7 +359,7 @@ def _bisect(starts: np.ndarray, stops: np.ndarray,
 
 
 @contextmanager
-def _read_errors(path: Path) -> Iterator[None]:
+def _read_errors(path: str) -> Iterator[None]:
     """Turn an I/O or decompression failure into an IngestError naming the file."""
     try:
         yield
