@@ -28,7 +28,9 @@ def run_together(zygote: Zygote, store: Store, paths: list[Path]) -> list[Run]:
     runs = [c.wait(timeout=300) for c in children]
     for run in runs:
         assert run.status == 0, run
-        assert run.stderr == "", run
+        # a process that found no dataset says it created it, with its types; nothing else
+        assert run.stderr == "" or (run.stderr.startswith("created dataset t; column types")
+                                    and run.stderr.count("\n") == 2), run
     return runs
 
 

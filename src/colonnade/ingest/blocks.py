@@ -3,7 +3,8 @@
 :class:`BlockReader` reads a byte stream (a file, or a gzip stream) ``block_size`` bytes at a
 time and hands out blocks that end on a record boundary (see :mod:`colonnade.ingest.records`),
 so that pyarrow can parse each block on its own, in parallel threads, and every row of a block
-can be traced back to its physical line: a block knows the line its first byte is on, and where
+can be traced back to its physical line (the first blocks are smaller, 1 MiB doubling up to the
+block size, so that the first rows come early): a block knows the line its first byte is on, and where
 it starts and ends in the input (for progress by bytes parsed, not bytes read ahead). The UTF-8
 byte order mark is dropped and the line terminator is detected. A record whose quote never
 closes is handed out alone as a *bad* block (its reason set): the line the quote opens on, when
@@ -36,6 +37,9 @@ from colonnade.ingest.records import (
 
 #: Bytes read from the input per block (pyarrow then parses a block in parallel sub-blocks).
 DEFAULT_BLOCK_SIZE = 16 * 1024 * 1024
+
+#: Bytes of the first block handed out; each next block is twice as large, up to the block size.
+FIRST_BLOCK_SIZE = 1024 * 1024
 
 #: Bytes of text the line terminator is told from.
 NEWLINE_SAMPLE = 1 << 16
@@ -193,8 +197,13 @@ class BlockReader:
         """Whole records from the start of the unread input: about ``nbytes`` of them, or fewer
         when the first block is smaller, or the first record if it is longer; without the bad
         ones (they are reported when the input is read). Nothing is consumed."""
-        parts: list[bytes] = []
+        return b"".join(data for _, data in self.sample_parts(nbytes))
+
+    def sample_parts(self, nbytes: int) -> list[tuple[int, bytes]]:
+        """:meth:`sample` as its runs of good records, each with the line it starts on."""
+        parts: list[tuple[int, bytes]] = []
         pos = size = 0
+        line = self.line
         while size < nbytes:
             good, bad, _ = self._cut(pos, read=not parts)
             if not good and not bad:
@@ -206,16 +215,30 @@ class BlockReader:
                 if not take:
                     ends = record_ends(self._buf[pos:pos + good], self.dialect)
                     take = int(ends[0]) + 1 if len(ends) else good
-            parts.append(bytes(self._buf[pos:pos + take]))
+            if take:
+                parts.append((line, bytes(self._buf[pos:pos + take])))
             size += take
             if take < good:
                 break
+            line += self._newlines(pos, pos + good + bad)
             pos += good + bad
-        return b"".join(parts)
+        return parts
+
+    def _newlines(self, start: int, stop: int) -> int:
+        view = np.frombuffer(self._buf, dtype=np.uint8)[start:stop]
+        return int(np.count_nonzero(view == self.dialect.newline))
 
     def __iter__(self) -> Iterator[Block]:
+        limit = min(FIRST_BLOCK_SIZE, self.block_size)
         while True:
             good, bad, reason = self._cut()
+            if good > limit:
+                # blocks start small and double up to block_size: the first rows (and the first
+                # progress) come after a MiB is parsed, not after the first whole block
+                first = last_record_end(self._buf[:limit], self.dialect)
+                if first:
+                    good, bad = first, 0
+            limit = min(2 * limit, self.block_size)
             if good:
                 yield self._take(good)
             if bad:

@@ -31,8 +31,16 @@ import pyarrow.csv as pacsv
 from colonnade.errors import BadRowError, IngestError, SchemaError
 from colonnade.ingest.base import OnReject, Reject, Source
 from colonnade.ingest.blocks import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES, Block, BlockReader
-from colonnade.ingest.records import Buffer, Dialect, QuotedSpans, quoted_spans, record_ends
-from colonnade.schema.types import parse_type, type_name
+from colonnade.ingest.inference import SchemaWarning, storable_type, typed_as_text
+from colonnade.ingest.records import (
+    Buffer,
+    Dialect,
+    QuotedSpans,
+    is_blank,
+    quoted_spans,
+    record_ends,
+)
+from colonnade.schema.types import type_name
 
 T = TypeVar("T")
 
@@ -162,32 +170,62 @@ class DelimitedSource(Source):
     def _infer(self, names: list[str]) -> tuple[dict[str, pa.DataType], int]:
         """Column types as pyarrow infers them from the first MiB of rows (bad rows left out:
         they are reported when the data is parsed), and how many rows told them."""
-        sample = self._reader.sample(INFER_BYTES)
-        if not sample.strip():
-            return {}, 0
-        table, problem = self._infer_read(names, sample)
-        if problem is not None:
-            starts, stops, _ = _record_bounds(sample, self.dialect)
-
-            def parse(start: int, stop: int) -> tuple[tuple[int, int] | None, _Problem | None]:
-                return ((start, stop), None) if self._infer_read(names, sample[start:stop])[1] is None \
-                    else (None, problem)
-
-            good = b"".join(sample[r[0]:r[1]] for _, r, _ in _bisect(starts, stops, parse, problem)
-                            if r is not None)
-            table, problem = self._infer_read(names, good) if good.strip() else (None, problem)
+        table, _ = self._read_sample(names, as_text=False, lines=False)
         if table is None:
             return {}, 0
-        return {f.name: _storable(f.type) for f in table.schema}, table.num_rows
+        return {f.name: storable_type(f.type) for f in table.schema}, table.num_rows
 
-    def _infer_read(self, names: list[str], data: bytes) -> tuple[pa.Table | None, _Problem | None]:
+    def typed_as_text(self, columns: list[str]) -> tuple[int, list[SchemaWarning]]:
+        """The rows types are inferred from (the first MiB), and a warning for each of the
+        ``columns`` whose values there nearly all have a type (see :mod:`.inference`)."""
+        table, lines = self._read_sample(self._schema.names, as_text=True, lines=True)
+        if table is None:
+            return 0, []
+        return table.num_rows, typed_as_text(self.name, table, columns, lines)
+
+    def _read_sample(self, names: list[str], as_text: bool,
+                     lines: bool) -> tuple[pa.Table | None, list[int]]:
+        """The inference sample without its bad records, parsed with inferred types (or every
+        column as text), and the line each row starts on (when ``lines``)."""
+        runs: list[bytes] = []
+        row_lines: list[int] = []
+        whole: pa.Table | None = None
+        parts = [(line, data) for line, data in self._reader.sample_parts(INFER_BYTES) if data.strip()]
+        for line, data in parts:
+            table, problem = self._infer_read(names, data, as_text)
+            good = [(0, len(data))]
+            if problem is None:
+                whole = table
+            else:
+                starts, stops, _ = _record_bounds(data, self.dialect)
+
+                def parse(start: int, stop: int, data: bytes = data) -> tuple[
+                        tuple[int, int] | None, _Problem | None]:
+                    found = self._infer_read(names, data[start:stop], as_text)[1]
+                    return ((start, stop), None) if found is None else (None, found)
+
+                good = [r for _, r, _ in _bisect(starts, stops, parse, problem) if r is not None]
+            runs.extend(data[a:b] for a, b in good)
+            if lines:
+                row_lines.extend(_row_lines(data, good, line, self.dialect))
+        if len(parts) == 1 and len(runs) == 1 and whole is not None:
+            return whole, row_lines
+        sample = b"".join(runs)
+        if not sample.strip():
+            return None, []
+        return self._infer_read(names, sample, as_text)[0], row_lines
+
+    def _infer_read(self, names: list[str], data: bytes,
+                    as_text: bool = False) -> tuple[pa.Table | None, _Problem | None]:
+        types = {n: pa.string() for n in names} if as_text else None
         try:
             return pacsv.read_csv(
                 pa.BufferReader(data),
                 read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
                                                block_size=len(data) + 1),
                 parse_options=self._parse_options(quoted=self.dialect.quote is not None),
-                convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True,
+                convert_options=pacsv.ConvertOptions(column_types=types, null_values=[""],
+                                                     strings_can_be_null=True,
                                                      check_utf8=True)), None
         except pa.ArrowException as exc:
             return None, self._problem(exc)
@@ -374,11 +412,14 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _storable(t: pa.DataType) -> pa.DataType:
-    """An inferred type the store can keep, else string (null, binary and time columns)."""
-    if pa.types.is_null(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return pa.string()
-    try:
-        return t if parse_type(type_name(t)) == t else pa.string()
-    except SchemaError:
-        return pa.string()
+def _row_lines(data: bytes, runs: list[tuple[int, int]], first_line: int,
+               dialect: Dialect) -> list[int]:
+    """The line each row of ``data``'s record ``runs`` starts on (blank records hold no row)."""
+    starts, stops, _ = _record_bounds(data, dialect)
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == dialect.newline)
+    lines = []
+    for a, b in runs:
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            if a <= start < b and not is_blank(data[start:stop]):
+                lines.append(first_line + int(np.searchsorted(newlines, start)))
+    return lines
