@@ -262,6 +262,8 @@ def test_standard_input_names_itself_in_errors_and_rejects(tmp_path: Path) -> No
     assert quarantine.status == 0
     assert quarantine.stdout.endswith(", 1 rejected (see stdin.rejects.jsonl)\n")
     assert '"file": "<stdin>", "line": 3' in (tmp_path / "stdin.rejects.jsonl").read_text()
+    empty = colonnade(store, "ingest", "v", "-", input=b"")
+    assert empty.stdout == "<stdin>: empty file, 0 rows added; the dataset was not created\n"
 
 
 def test_the_help_says_how_standard_input_is_identified() -> None:

@@ -128,6 +128,8 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
                     partition_by=partition_by, sort_by=_split(sort_by), segment_rows=segment_rows,
                     progress=progress, names=names, sources=sources, new_dataset=new)
                 created = store.dataset(dataset).schema if result.created and result.inferred else None
+                for f in result.files:  # inputs the ingest did not open under their name
+                    f.path = names.get(f.path, f.path)
         except IngestInterrupted as exc:
             if as_json:
                 echo_json({**exc.result.to_dict(), "interrupted": True, "pending": exc.pending})
