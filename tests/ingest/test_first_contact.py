@@ -218,6 +218,9 @@ class Recorder(Progress):
     def start_file(self, path: str, total_bytes: int) -> None:
         self.events.append(("start_file", total_bytes, 0))
 
+    def identify(self, bytes_done: int) -> None:
+        self.events.append(("identify", bytes_done, 0))
+
     def update(self, bytes_done: int, rows: int) -> None:
         self.events.append(("update", bytes_done, rows))
 
@@ -245,6 +248,12 @@ def test_progress_moves_by_bytes_parsed_from_the_first_block_to_the_total_once(
     events = recorder.events
     assert events[0] == ("start", 1, size) and events[1] == ("start_file", size, 0)
     assert events[-1][0] == "end_file"
+    # first the file is read for its digest, then parsed
+    kinds = [kind for kind, _, _ in events]
+    assert kinds[2] == "identify" and kinds.index("update") > max(
+        i for i, kind in enumerate(kinds) if kind == "identify")
+    digest = [b for kind, b, _ in events if kind == "identify"]
+    assert digest == sorted(digest) and digest[-1] == size
     updates = [(b, r) for kind, b, r in events if kind == "update"]
     assert [b for b, _ in updates] == sorted(b for b, _ in updates)
     assert [r for _, r in updates] == sorted(r for _, r in updates)
@@ -269,8 +278,19 @@ def test_a_skipped_file_is_an_event_of_its_own(db: Store, tmp_path: Path) -> Non
     ingest(db, "t", a)
     recorder = Recorder()
     ingest(db, "t", [a, big_csv(tmp_path / "b.csv", 50)], progress=recorder)
-    kinds = [e[0] for e in recorder.events]
-    assert kinds[:2] == ["start", "skip_file"] and kinds[2] == "start_file"
+    kinds = [e[0] for e in recorder.events if e[0] != "identify"]
+    assert kinds[:4] == ["start", "start_file", "skip_file", "end_file"]
+    assert kinds[4] == "start_file" and kinds[-1] == "end_file" and "update" in kinds[4:]
+
+
+def test_the_digest_read_with_progress_is_the_file_identity(tmp_path: Path) -> None:
+    from colonnade.ingest.pipeline import _identity
+    from colonnade.table.dataset import file_identity
+
+    path = big_csv(tmp_path / "a.csv", 400_000)
+    recorder = Recorder()
+    assert _identity(path, recorder, chunk=1 << 20) == file_identity(path)
+    assert len(recorder.events) > 5 and recorder.events[-1] == ("identify", path.stat().st_size, 0)
 
 
 # -- the summary line -----------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 The ingest pipeline emits events (:class:`colonnade.ingest.progress.Progress`); this module
 renders them when stderr is a terminal: one bar for the whole ingest, driven by the bytes of
 input parsed (not read ahead) out of the bytes of every file, with the rows handed to the
-writer, rows/s, and an ETA from the rate bytes have been parsed at so far. It is drawn from the
-start and refreshed four times a second, and removed when the ingest ends, before the summary
-line is printed on stdout.
+writer, rows/s, and an ETA from the rate bytes have been parsed at so far; and, while a file is
+read for its digest before it is parsed, a second line with that read's own progress and ETA.
+It is drawn from the start and refreshed four times a second, and removed when the ingest ends,
+before the summary line is printed on stdout.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ REFRESH_PER_SECOND = 4
 
 
 class ConsoleProgress(Progress):
-    """A rich bar on stderr: file, %, MB parsed of MB, rows, rows/s and ETA for the whole ingest."""
+    """A rich bar on stderr for the whole ingest: file, %, MB parsed of MB, rows, rows/s, ETA;
+    and, while a file is read for its digest (before it is parsed), a line for that."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         from rich.console import Console
@@ -32,32 +34,29 @@ class ConsoleProgress(Progress):
 
         console = Console(file=stream or sys.stderr)
         self._bar = RichProgress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TextColumn("{task.fields[size]}"),
-            TextColumn("{task.fields[rows]:>12,} rows"),
-            TextColumn("{task.fields[rate]:>10,} rows/s"),
-            TextColumn("{task.fields[eta]}"),
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[detail]}"),
             console=console, transient=True, refresh_per_second=REFRESH_PER_SECOND)
         self._bar.start()
         self._task: Any = None
+        self._digest: Any = None  # the line of the file being read for its digest
+        self._digest_started = 0.0
         self._files = 0
         self._total = 0  # bytes of every file
-        self._done = 0  # bytes of the files finished or skipped
+        self._done = 0  # bytes of the files finished
         self._file_total = 0
         self._file_bytes = 0
         self._file_name = ""
         self._file_index = 0
-        self._parsed = 0  # bytes parsed by this run (skipped files not counted)
+        self._parsed = 0  # bytes parsed by this run (files skipped and digests not counted)
         self._rows = 0  # rows of the files finished
         self._file_rows = 0
-        self._started: float | None = None
+        self._started: float | None = None  # when parsing started
+        self._ready = 0.0  # when the current file was ready to be parsed (its digest read)
 
     def start(self, files: int, total_bytes: int) -> None:
         self._files, self._total = files, total_bytes
-        self._task = self._bar.add_task("", total=max(total_bytes, 1), size="", rows=0, rate=0,
-                                        eta=_eta(None))
+        self._task = self._bar.add_task("", total=max(total_bytes, 1), detail="")
         self._draw()
 
     def start_file(self, path: str, total_bytes: int) -> None:
@@ -66,26 +65,42 @@ class ConsoleProgress(Progress):
         self._file_index += 1
         self._file_name = path if len(path) <= 40 else "…" + path[-39:]
         self._file_total, self._file_bytes, self._file_rows = total_bytes, 0, 0
-        if self._started is None:
-            self._started = time.perf_counter()
+        self._ready = time.perf_counter()
         self._draw()
 
+    def identify(self, bytes_done: int) -> None:
+        now = self._ready = time.perf_counter()
+        if self._digest is None:
+            self._digest_started = now
+            self._digest = self._bar.add_task(f"digest of {self._file_name}",
+                                              total=max(self._file_total, 1), detail="")
+        elapsed = now - self._digest_started
+        eta = (self._file_total - bytes_done) / (bytes_done / elapsed) if elapsed > 0 else None
+        self._bar.update(self._digest, completed=bytes_done, detail=(
+            f"{bytes_done / 1e6:,.1f}/{self._file_total / 1e6:,.1f} MB read  {_eta(eta)}"))
+
     def update(self, bytes_done: int, rows: int) -> None:
+        self._end_digest()
+        if self._started is None:
+            self._started = self._ready
         self._parsed += bytes_done - self._file_bytes
         self._file_bytes, self._file_rows = bytes_done, rows
         self._draw()
 
     def skip_file(self, path: str, total_bytes: int) -> None:
-        self._file_index += 1
-        self._done += total_bytes
-        self._total = max(self._total, self._done)
-        self._draw()
+        self._end_digest()
 
     def end_file(self) -> None:
+        self._end_digest()
         self._done += self._file_total
         self._rows += self._file_rows
         self._file_total = self._file_bytes = self._file_rows = 0
         self._draw()
+
+    def _end_digest(self) -> None:
+        if self._digest is not None:
+            self._bar.remove_task(self._digest)
+            self._digest = None
 
     def _draw(self) -> None:
         if self._task is None:
@@ -101,9 +116,10 @@ class ConsoleProgress(Progress):
             name = f"committing {name}"
         if self._files > 1:
             name += f" ({self._file_index}/{self._files})"
-        self._bar.update(self._task, completed=completed, description=name,
-                         size=f"{completed / 1e6:,.1f}/{self._total / 1e6:,.1f} MB",
-                         rows=rows, rate=int(rows / elapsed) if elapsed > 0 else 0, eta=_eta(eta))
+        rate = int(rows / elapsed) if elapsed > 0 else 0
+        self._bar.update(self._task, completed=completed, description=name, detail=(
+            f"{completed / 1e6:,.1f}/{self._total / 1e6:,.1f} MB {rows:>12,} rows "
+            f"{rate:>10,} rows/s {_eta(eta)}"))
 
     def close(self) -> None:
         self._bar.stop()

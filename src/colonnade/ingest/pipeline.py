@@ -17,6 +17,7 @@ reads the log back to say which commits landed (:mod:`colonnade.ingest.interrupt
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import re
 import threading
@@ -45,7 +46,7 @@ from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.rejects import RejectsFile, default_rejects_path
 from colonnade.ingest.sources import open_source
 from colonnade.schema.types import logical_schema, parse_schema_text, parse_type, type_name
-from colonnade.table.dataset import Dataset, file_identity
+from colonnade.table.dataset import Dataset
 
 if TYPE_CHECKING:
     from colonnade.storage.base import ChunkStore
@@ -294,16 +295,23 @@ class _FileJob:
         if not path.is_file():
             raise FileNotFoundError(2, "no such file", name)
         self.size = size = path.stat().st_size
-        identity = self.source_id or file_identity(path)
-        if not self.force and self.target.find_source(identity) is not None:
-            self.progress.skip_file(name, size)
-            return FileResult(name, bytes_in=size, skipped=ALREADY_INGESTED,
-                              seconds=time.perf_counter() - self.started)
+        self.progress.start_file(name, size)
+        try:
+            identity = self.source_id or _identity(path, self.progress)
+            if not self.force and self.target.find_source(identity) is not None:
+                self.progress.skip_file(name, size)
+                return FileResult(name, bytes_in=size, skipped=ALREADY_INGESTED,
+                                  seconds=time.perf_counter() - self.started)
+            return self._append(identity)
+        finally:
+            self.progress.end_file()
+
+    def _append(self, identity: str) -> FileResult:
+        path, name, size = self.path, self.name, self.size
         rejects_file = self.rejects_file
         rejects_before = rejects_file.count if rejects_file is not None else 0
         # the commit record is written with Ctrl-C held, so that the log is final when read back
         writer = Dataset(cast("ChunkStore", HeldCommits(self.target.store)), self.target.spec)
-        self.progress.start_file(name, size)
         try:
             on_reject = self._on_reject if rejects_file is not None else None
             with _open(path, self.options, self.target.schema, on_reject, name) as source:
@@ -321,7 +329,6 @@ class _FileJob:
                     reader.close()
         finally:
             self.target.spec = writer.spec  # a merge may have added columns
-            self.progress.end_file()
             if rejects_file is not None:
                 rejects_file.flush()
         skipped = None
@@ -379,6 +386,20 @@ class _FileJob:
                     version=commit.version, seconds=time.perf_counter() - self.started,
                     segments=len(commit.added))
                 return
+
+
+def _identity(path: Path, progress: Progress, chunk: int = 8 * 1024 * 1024) -> str:
+    """The file's source identity, as :func:`colonnade.table.dataset.file_identity` has it
+    (resolved path, size, SHA-256 of the content), with the bytes read so far reported to
+    ``progress``: reading a large file for its digest takes a while before it is parsed."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+            size += len(block)
+            progress.identify(size)
+    return f"file:{path.resolve()}:{size}:sha256:{digest.hexdigest()}"
 
 
 def _open(path: Path, options: _SourceOptions, target: pa.Schema | None,

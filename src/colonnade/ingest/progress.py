@@ -7,12 +7,13 @@ these events as a bar on a terminal (:mod:`colonnade.cli.progress`), and :class:
 (the default) ignores them. The caller prints :func:`summary_line` once the ingest returns;
 that line is data about the run, not a log line.
 
-What the events promise, per file that is read: ``start_file``, then ``update`` events whose
-bytes never decrease and stay below the file's size until every row has been read — the first
-one comes with the first rows parsed, not after the file — then exactly one ``update`` with the
-file's size, then ``end_file`` (also after a failure, without the last ``update``). Bytes are
-those parsed and handed to the writer, not those a reading thread has read ahead; rows are the
-rows handed to the writer.
+What the events promise, per file: ``start_file``; ``identify`` events while the file is read
+for its digest (its source identity; not when the caller gave one); then either ``skip_file``
+(it was ingested before) or ``update`` events whose bytes never decrease and stay below the
+file's size until every row has been read — the first one comes with the first rows parsed, not
+after the file — then exactly one ``update`` with the file's size; and last ``end_file`` (also
+after a failure, without the last ``update``). Bytes are those parsed and handed to the writer,
+not those a reading thread has read ahead; rows are the rows handed to the writer.
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ class Progress:
     def start_file(self, path: str, total_bytes: int) -> None:
         """A file of ``total_bytes`` bytes starts being read."""
 
+    def identify(self, bytes_done: int) -> None:
+        """So far, ``bytes_done`` bytes of the current file read for its digest."""
+
     def update(self, bytes_done: int, rows: int) -> None:
         """So far, ``bytes_done`` bytes of the current file parsed and ``rows`` rows read."""
 
     def skip_file(self, path: str, total_bytes: int) -> None:
-        """A file is skipped without being read (it was ingested before)."""
+        """The current file is skipped: its identity says it was ingested before."""
 
     def end_file(self) -> None:
         """The current file is done (committed, skipped or failed)."""
