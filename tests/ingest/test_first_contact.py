@@ -345,3 +345,19 @@ def test_ctrl_c_before_any_commit_says_nothing_was_committed(
         ingest(db, "t", path, progress=Interrupting(), block_size=64 * 1024)
     assert info.value.result.files == [] and info.value.pending == [str(path)]
     assert rows_of(db, "t") == 0
+
+
+def test_blocks_start_small_then_keep_the_block_size(tmp_path: Path) -> None:
+    from colonnade.ingest.blocks import BlockReader
+    from colonnade.ingest.records import Dialect
+
+    path = big_csv(tmp_path / "a.csv", 400_000)  # about 9 MB
+    for block_size in (1 << 20, 2 << 20, 4 << 20):
+        with open(path, "rb") as f:
+            reader = BlockReader(f, Dialect.of(",", '"'), str(path), block_size=block_size)
+            sizes = [len(block.data) for block in reader]
+        assert sum(sizes) == path.stat().st_size
+        # the first block is 1 MiB at most, the next twice that (up to the block size, plus the
+        # end of a record read with it), and no small block is left over after each read
+        assert sizes[0] <= 1 << 20 and sizes[1] <= min(2 << 20, block_size) + (64 << 10)
+        assert min(sizes[:-1]) > 512 << 10, sizes

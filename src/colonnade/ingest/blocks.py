@@ -231,14 +231,17 @@ class BlockReader:
     def __iter__(self) -> Iterator[Block]:
         limit = min(FIRST_BLOCK_SIZE, self.block_size)
         while True:
-            good, bad, reason = self._cut()
-            if good > limit:
+            good = bad = 0
+            reason: str | None = None
+            if limit < self.block_size and len(self._buf) > limit:
                 # blocks start small and double up to block_size: the first rows (and the first
                 # progress) come after a MiB is parsed, not after the first whole block
-                first = last_record_end(self._buf[:limit], self.dialect)
-                if first:
-                    good, bad = first, 0
+                head = self._buf[:limit]
+                cut = cut_records(head, self.dialect, at_end=False)
+                good, bad, reason = cut.good, cut.bad, self._why(head, cut) if cut.bad else None
             limit = min(2 * limit, self.block_size)
+            if not good and not bad:
+                good, bad, reason = self._cut()
             if good:
                 yield self._take(good)
             if bad:
