@@ -149,8 +149,14 @@ class BlockReader:
         return newline + 1
 
     def _take(self, end: int, bad: str | None = None) -> Block:
-        data, self._buf = self._buf, self._buf[end:]
-        del data[end:]
+        if 2 * end < len(self._buf):
+            # a small block off a large buffer (the first ones, a bad record): copy the block,
+            # not the rest (deleting from the front of a bytearray does not move the rest)
+            data = self._buf[:end]
+            del self._buf[:end]
+        else:
+            data, self._buf = self._buf, self._buf[end:]
+            del data[end:]
         start = self._last_position
         self.offset += end
         block = Block(data, self.line, start, self._input_position(), bad)
