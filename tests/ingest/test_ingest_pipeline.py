@@ -12,17 +12,16 @@ import pyarrow as pa
 import pytest
 from ingest_helpers import table_of, version_of
 
+from colonnade.cli.progress import ConsoleProgress, make_progress
 from colonnade.errors import IngestError, SchemaError
 from colonnade.ingest import (
     NullProgress,
     Progress,
     ingest,
     ingest_files,
-    make_progress,
     summary_line,
 )
 from colonnade.ingest.pipeline import ALREADY_INGESTED, read_ahead
-from colonnade.ingest.progress import ConsoleProgress
 from colonnade.store import Store
 from colonnade.table.dataset import AppendResult
 

@@ -28,7 +28,11 @@ def run_together(zygote: Zygote, store: Store, paths: list[Path]) -> list[Run]:
     runs = [c.wait(timeout=300) for c in children]
     for run in runs:
         assert run.status == 0, run
-        assert run.stderr == "", run
+        # the process that created the dataset says so, with its types; nothing else
+        assert run.stderr == "" or (run.stderr.startswith("created dataset t; column types")
+                                    and run.stderr.count("\n") == 2), run
+    if not any("ingested 0 rows" in r.stdout or "0 rows added" in r.stdout for r in runs):
+        assert sum(bool(r.stderr) for r in runs) == 1, [r.stderr for r in runs]
     return runs
 
 

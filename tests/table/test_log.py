@@ -170,3 +170,18 @@ def test_a_missing_version_is_version_not_found(store: Store) -> None:
         with pytest.raises(VersionNotFoundError, match=f"dataset 't' has no version {bad}"):
             ds.snapshot(bad)
     assert ds.snapshot(0).rows == 0 and ds.snapshot(1).rows == 1
+
+
+def test_a_long_run_of_appends_keeps_no_files_open(tmp_path: Path) -> None:
+    """Each append writes from a thread of its own: the embedded store closes the connection of
+    a thread that has ended instead of keeping its files open (a stream appends for days)."""
+    import os
+
+    with colonnade.connect(str(tmp_path / "s.db")) as store:
+        ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+        ds.append(pa.table({"id": [0]}))
+        before = len(os.listdir("/proc/self/fd"))
+        for i in range(1, 150):
+            ds.append(pa.table({"id": [i]}))
+        assert len(os.listdir("/proc/self/fd")) <= before + 6
+        assert ds.snapshot().rows == 150

@@ -8,8 +8,10 @@ raises on failure; ``main.ColonnadeGroup`` turns what is raised into one line on
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -55,16 +57,16 @@ def _delimiter(text: str | None) -> str | None:
 # -- ingest -----------------------------------------------------------------------------------
 @click.command()
 @click.argument("dataset")
-@click.argument("files", nargs=-1, required=True, metavar="FILE...", type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "parquet", "arrow"]),
-              help="Input format (default: from the file extension).")
+              help="Input format (default: from the file extension; csv for standard input).")
 @click.option("--delimiter", metavar="C", help="Field delimiter of CSV input (\\t or tab for TAB).")
 @click.option("--no-header", is_flag=True, help="CSV input has no header line (name columns with "
                                                 "--columns or --schema).")
 @click.option("--columns", metavar="A,B,..", help="Column names of header-less CSV input.")
 @click.option("--schema", "schema_file", metavar="FILE",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Column types as 'name:type' lines.")
+              help="Column types as 'name: type' lines; columns it leaves out are inferred.")
 @click.option("--partition-by", metavar="EXPR",
               help="Partition spec of a new dataset, e.g. 'MonthYear' or 'bucket(16, id)'.")
 @click.option("--sort-by", metavar="COLS", help="Sort key of a new dataset (comma-separated).")
@@ -76,45 +78,199 @@ def _delimiter(text: str | None) -> str | None:
 @click.option("--max-errors", type=click.IntRange(min=0), metavar="N",
               help="In quarantine mode, abort when a file has more bad rows than this.")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
-              help="Where quarantined rows are written, with their reasons.")
+              help="Where quarantined rows are written, with their reasons (default: "
+                   "FILE.rejects.jsonl beside each file; stdin.rejects.jsonl for '-').")
 @click.option("--source-id", metavar="ID", help="Source identity (default: the file's digest).")
 @click.option("--force", is_flag=True, help="Ingest even if this source was ingested before.")
 @click.option("--schema-mode", type=click.Choice(["strict", "merge"]), default="strict",
               show_default=True, help="merge: add new columns of the data to the dataset.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_settings
-def ingest(settings: Settings, dataset: str, files: tuple[Path, ...], fmt: str | None,
+def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | None,
            delimiter: str | None, no_header: bool, columns: str | None, schema_file: Path | None,
            partition_by: str | None, sort_by: str | None, segment_rows: int | None, on_error: str,
            max_errors: int | None, rejects: Path | None, source_id: str | None, force: bool,
            schema_mode: str, as_json: bool) -> None:
     """Load files (CSV, TSV, Parquet, Arrow IPC) into DATASET, created if missing.
 
-    Each file is one commit; a file already ingested (same content) is skipped unless --force."""
+    Each file is one commit; a file already ingested (same content) is skipped unless --force.
+    FILE may be a quoted pattern ('data/*.csv': the matching files, in sorted order; a path
+    that exists is taken as it is), or '-' for standard input, which is copied to a temporary
+    file first (in $TMPDIR) and identified by the digest of its content: piping the same data
+    again adds nothing.
+
+    A new dataset takes the column types inferred from the first rows of the first file; they
+    are printed on stderr, with a warning for each column made text by a few values that are not
+    numbers or dates. Ctrl-C says whether each file's commit landed, and exits with 130."""
     from colonnade.cli.progress import ingest_progress, summary
+    from colonnade.ingest.interrupts import IngestInterrupted
     from colonnade.ingest.pipeline import ingest as run_ingest
 
-    for path in files:
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        if path.is_dir():
-            raise IsADirectoryError(21, "Is a directory", str(path))
+    inputs = _expand_inputs(files)
     schema = None
     if schema_file is not None:
         from colonnade.schema.types import parse_schema_text
 
         schema = parse_schema_text(schema_file.read_text(), source=str(schema_file))
-    with settings.connect(must_exist=False) as store, ingest_progress(enabled=stderr_is_tty()) as progress:
-        result = run_ingest(
-            store, dataset, list(files), fmt=fmt, delimiter=_delimiter(delimiter),
-            header=not no_header, columns=_split(columns), schema=schema, on_error=on_error,
-            max_errors=max_errors, rejects=rejects, source_id=source_id, force=force,
-            schema_mode=schema_mode, partition_by=partition_by, sort_by=_split(sort_by),
-            segment_rows=segment_rows, progress=progress)
+    result = None
+    with _spooled_stdin("-" in inputs, fmt) as stdin:
+        paths = [stdin.path if p == "-" and stdin is not None else Path(p) for p in inputs]
+        names = {str(stdin.path): STDIN} if stdin is not None else {}
+        sources = {str(stdin.path): stdin.identity} if stdin is not None else {}
+        try:
+            with settings.connect(must_exist=False) as store, \
+                    ingest_progress(enabled=stderr_is_tty()) as progress:
+                result = run_ingest(
+                    store, dataset, paths, fmt=fmt, delimiter=_delimiter(delimiter),
+                    header=not no_header, columns=_split(columns), schema=schema,
+                    on_error=on_error, max_errors=max_errors, rejects=rejects,
+                    source_id=source_id, force=force, schema_mode=schema_mode,
+                    partition_by=partition_by, sort_by=_split(sort_by), segment_rows=segment_rows,
+                    progress=progress, names=names, sources=sources)
+                created = store.dataset(dataset).schema if result.created and result.inferred else None
+                for f in result.files:  # inputs the ingest did not open under their name
+                    f.path = names.get(f.path, f.path)
+        except IngestInterrupted as exc:
+            if as_json:
+                echo_json({**exc.result.to_dict(), "interrupted": True, "pending": exc.pending})
+            _interrupted(str(exc))
+        except KeyboardInterrupt:
+            if result is None:
+                _interrupted(f"interrupted: nothing committed to {dataset}")
+            click.echo(summary(result))
+            _interrupted("interrupted after the ingest was done")
+    if created is not None:
+        _print_created(dataset, created, result)
     if as_json:
         echo_json(result.to_dict())
     else:
         click.echo(summary(result))
+
+
+#: How standard input is named in messages and results.
+STDIN = "<stdin>"
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _expand_inputs(args: tuple[str, ...]) -> list[str]:
+    """The input files: a path that exists as given, '-' for stdin, else the sorted matches of a
+    pattern; each file once."""
+    import glob
+
+    inputs: list[str] = []
+    seen: set[Path] = set()
+    for arg in args:
+        if arg == "-":
+            if "-" in inputs:
+                raise click.BadParameter("standard input ('-') can be given once", param_hint="FILE")
+            inputs.append(arg)
+            continue
+        path = Path(arg)
+        if path.exists() or not _GLOB_CHARS & set(arg):
+            if not path.exists():
+                raise FileNotFoundError(2, "No such file or directory", arg)
+            if path.is_dir():
+                raise IsADirectoryError(21, "Is a directory", arg)
+            matches = [arg]
+        else:
+            matches = sorted(m for m in glob.glob(arg, recursive=True) if Path(m).is_file())
+            if not matches:
+                from colonnade.errors import IngestError
+
+                raise IngestError(f"no file matches {arg!r}")
+        for match in matches:
+            key = Path(match).resolve()
+            if key not in seen:
+                seen.add(key)
+                inputs.append(match)
+    return inputs
+
+
+class _Spool:
+    """Standard input copied to a file: its path and its source identity (the content's)."""
+
+    def __init__(self, path: Path, identity: str) -> None:
+        self.path, self.identity = path, identity
+
+
+@contextmanager
+def _spooled_stdin(wanted: bool, fmt: str | None) -> Iterator[_Spool | None]:
+    """Standard input in a temporary file (removed afterwards), when ``wanted``."""
+    if not wanted:
+        yield None
+        return
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256()
+    size = 0
+    with tempfile.TemporaryDirectory(prefix="colonnade-stdin-") as tmp, \
+            _reading_note(stderr_is_tty()) as reading:
+        stream = sys.stdin.buffer
+        first = stream.read(1 << 20)
+        suffix = {"tsv": ".tsv", "parquet": ".parquet", "arrow": ".arrow"}.get(fmt or "", ".csv")
+        if first[:2] == b"\x1f\x8b" and suffix in (".csv", ".tsv"):
+            suffix += ".gz"  # gzip-compressed text
+        path = Path(tmp) / f"stdin{suffix}"
+        with open(path, "wb") as out:
+            chunk = first
+            while chunk:
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+                reading(size)
+                chunk = stream.read(8 << 20)
+        reading(-1)
+        yield _Spool(path, f"stdin:{size}:sha256:{digest.hexdigest()}")
+
+
+@contextmanager
+def _reading_note(enabled: bool) -> Iterator[Callable[[int], None]]:
+    """On a terminal, a spinner with the bytes of standard input read so far (-1: done)."""
+    if not enabled:
+        yield lambda size: None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("reading standard input") as status:
+        def show(size: int) -> None:
+            if size < 0:
+                status.stop()
+            else:
+                status.update(f"reading standard input: {size / 1e6:,.1f} MB")
+
+        yield show
+
+
+def _interrupted(message: str) -> NoReturn:
+    note(("\n" if stderr_is_tty() else "") + message)
+    raise click.exceptions.Exit(130)
+
+
+def _print_created(dataset: str, schema: Any, result: Any) -> None:
+    """On stderr: the schema of the dataset this ingest created, and the warnings about its
+    types (the library's ``schema_warnings``, with how to fix each)."""
+    import shutil
+    import textwrap
+
+    from colonnade.schema.types import type_name
+
+    rows = f"{result.inferred_rows:,} row{'s' if result.inferred_rows != 1 else ''}"
+    given = "" if len(result.inferred) == len(schema) else ", where --schema does not give them"
+    note(f"created dataset {dataset}; column types inferred from the first {rows} of "
+         f"{result.inferred_from}{given}:")
+    width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+    listing = ", ".join(f"{f.name}: {type_name(f.type)}" for f in schema)
+    note(textwrap.fill(listing, width=width, initial_indent="  ", subsequent_indent="  ",
+                       break_on_hyphens=False))
+    for w in result.schema_warnings:
+        note(f"warning: column {w.column} is string, though {w.matching:,} of its {w.values:,} "
+             f"values in those {rows} ({w.share:.1%}) are {w.type}; the first that is not: "
+             f"{w.path}:{w.line}: {w.value!r}")
+        note(f"  to store it as {w.type}: drop dataset {dataset}, then ingest again with "
+             f"--schema FILE, FILE holding the line '{w.column}: {w.type}' (the other columns "
+             f"are still inferred), and --on-error quarantine to set aside the rows whose "
+             f"{w.column} is not {w.type}")
 
 
 # -- sql and explain ----------------------------------------------------------------------------

@@ -2,15 +2,47 @@
 
 ``ingest(store, name, paths)`` creates the dataset if needed and appends each file in one commit;
 ``ingest_files(dataset, paths)`` appends to an existing dataset. See :mod:`.pipeline` for the
-commit and idempotency rules, :mod:`.delimited` for how CSV rows are validated and located, and
-:mod:`.rejects` for the quarantine file format.
+commit and idempotency rules, :mod:`.delimited` for how CSV rows are validated and located,
+:mod:`.rejects` for the quarantine file format, :mod:`.progress` for the events a progress
+display is driven by, and :mod:`.interrupts` for what Ctrl-C reports.
+
+The names below are imported when first used, so that importing a light submodule (the
+progress events, for the command line's bar) does not import pyarrow.
 """
 
-from colonnade.ingest.base import Reject, Source
-from colonnade.ingest.pipeline import FileResult, IngestResult, ingest, ingest_files, load_schema
-from colonnade.ingest.progress import NullProgress, Progress, make_progress, summary_line
-from colonnade.ingest.sources import detect_format, open_source
+from __future__ import annotations
 
-__all__ = ["FileResult", "IngestResult", "NullProgress", "Progress", "Reject", "Source",
-           "detect_format", "ingest", "ingest_files", "load_schema", "make_progress",
-           "open_source", "summary_line"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from colonnade.ingest.base import Reject, Source
+    from colonnade.ingest.inference import SchemaWarning
+    from colonnade.ingest.interrupts import IngestInterrupted
+    from colonnade.ingest.pipeline import (
+        FileResult,
+        IngestResult,
+        ingest,
+        ingest_files,
+        load_schema,
+    )
+    from colonnade.ingest.progress import NullProgress, Progress, summary_line
+    from colonnade.ingest.sources import detect_format, open_source
+
+_WHERE = {
+    "Reject": "base", "Source": "base", "SchemaWarning": "inference",
+    "IngestInterrupted": "interrupts", "FileResult": "pipeline", "IngestResult": "pipeline",
+    "ingest": "pipeline", "ingest_files": "pipeline", "load_schema": "pipeline",
+    "NullProgress": "progress", "Progress": "progress", "summary_line": "progress",
+    "detect_format": "sources", "open_source": "sources",
+}
+
+__all__ = ["FileResult", "IngestInterrupted", "IngestResult", "NullProgress", "Progress",
+           "Reject", "SchemaWarning", "Source", "detect_format", "ingest", "ingest_files",
+           "load_schema", "open_source", "summary_line"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

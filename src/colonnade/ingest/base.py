@@ -52,8 +52,10 @@ class Source(ABC):
     #: Lower-case format name: csv, parquet or arrow.
     format: str = ""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, name: str | None = None) -> None:
         self.path = path
+        #: How messages and rejects name the input (``<stdin>`` for a spooled standard input).
+        self.name = name or str(path)
         self.size = path.stat().st_size
 
     @property
@@ -68,7 +70,9 @@ class Source(ABC):
 
     @abstractmethod
     def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
-        """Batches in input order, each with the bytes of input consumed once it was read."""
+        """Batches in input order, each with the bytes of the input file parsed up to its last
+        row (never decreasing; the file's size with the last batch, unless the file ends with
+        rows that were reported rather than read)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the file."""

@@ -31,8 +31,16 @@ import pyarrow.csv as pacsv
 from colonnade.errors import BadRowError, IngestError, SchemaError
 from colonnade.ingest.base import OnReject, Reject, Source
 from colonnade.ingest.blocks import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_RECORD_BYTES, Block, BlockReader
-from colonnade.ingest.records import Buffer, Dialect, QuotedSpans, quoted_spans, record_ends
-from colonnade.schema.types import parse_type, type_name
+from colonnade.ingest.inference import SchemaWarning, storable_type, typed_as_text
+from colonnade.ingest.records import (
+    Buffer,
+    Dialect,
+    QuotedSpans,
+    is_blank,
+    quoted_spans,
+    record_ends,
+)
+from colonnade.schema.types import type_name
 
 T = TypeVar("T")
 
@@ -73,18 +81,20 @@ class DelimitedSource(Source):
     format = "csv"
 
     def __init__(self, path: Path, options: CsvOptions, target: pa.Schema | None = None,
-                 on_reject: OnReject | None = None) -> None:
-        super().__init__(path)
+                 on_reject: OnReject | None = None, name: str | None = None) -> None:
+        super().__init__(path, name)
         self.options = options
         self._on_reject = on_reject
         self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         try:
             stream: BinaryIO = self._raw
+            position = None  # the stream is the file: block positions are exact
             if options.compression == "gzip":
                 stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
+                position = self._raw.tell
             dialect = Dialect.of(options.delimiter, options.quote_char)
-            with _read_errors(path):
-                self._reader = BlockReader(stream, dialect, str(path), self._raw.tell,
+            with _read_errors(self.name):
+                self._reader = BlockReader(stream, dialect, self.name, position,
                                            options.block_size, options.max_record_bytes)
                 self.dialect = self._reader.dialect
                 names = self._column_names(target)
@@ -113,16 +123,18 @@ class DelimitedSource(Source):
         elif target is not None:
             names = list(target.names)
         else:
-            raise IngestError(f"{self.path}: a file without a header needs column names "
+            raise IngestError(f"{self.name}: a file without a header needs column names "
                               "(columns or a schema)")
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise SchemaError(f"{self.path}: column(s) named twice: {', '.join(dupes)}")
-        if opts.schema is not None and header is not None and not opts.columns:
-            extra = [n for n in names if n not in opts.schema.names]
-            if extra:
-                raise SchemaError(f"{self.path}: column(s) {', '.join(extra)} of the header "
-                                  "are not in the schema")
+            raise SchemaError(f"{self.name}: column(s) named twice: {', '.join(dupes)}")
+        if opts.schema is not None:
+            # the schema may type some columns only (the others are inferred), but each column
+            # it names must be one of the file's: a misspelt name is not silently ignored
+            missing = [n for n in opts.schema.names if n not in names]
+            if missing:
+                raise SchemaError(f"{self.name}: column(s) {', '.join(missing)} of the schema are "
+                                  f"not in the file (its columns: {', '.join(names)})")
         return names
 
     def _parse_header(self, record: Block) -> list[str]:
@@ -135,7 +147,7 @@ class DelimitedSource(Source):
                     quote_char=self.options.quote_char or False,
                     newlines_in_values=self.options.quote_char is not None))
         except pa.ArrowException as exc:
-            raise BadRowError(str(self.path), record.first_line, None,
+            raise BadRowError(self.name, record.first_line, None,
                               f"unreadable header: {exc}") from None
         return list(table.column_names)
 
@@ -158,32 +170,62 @@ class DelimitedSource(Source):
     def _infer(self, names: list[str]) -> tuple[dict[str, pa.DataType], int]:
         """Column types as pyarrow infers them from the first MiB of rows (bad rows left out:
         they are reported when the data is parsed), and how many rows told them."""
-        sample = self._reader.sample(INFER_BYTES)
-        if not sample.strip():
-            return {}, 0
-        table, problem = self._infer_read(names, sample)
-        if problem is not None:
-            starts, stops, _ = _record_bounds(sample, self.dialect)
-
-            def parse(start: int, stop: int) -> tuple[tuple[int, int] | None, _Problem | None]:
-                return ((start, stop), None) if self._infer_read(names, sample[start:stop])[1] is None \
-                    else (None, problem)
-
-            good = b"".join(sample[r[0]:r[1]] for _, r, _ in _bisect(starts, stops, parse, problem)
-                            if r is not None)
-            table, problem = self._infer_read(names, good) if good.strip() else (None, problem)
+        table, _ = self._read_sample(names, as_text=False, lines=False)
         if table is None:
             return {}, 0
-        return {f.name: _storable(f.type) for f in table.schema}, table.num_rows
+        return {f.name: storable_type(f.type) for f in table.schema}, table.num_rows
 
-    def _infer_read(self, names: list[str], data: bytes) -> tuple[pa.Table | None, _Problem | None]:
+    def typed_as_text(self, columns: list[str]) -> tuple[int, list[SchemaWarning]]:
+        """The rows types are inferred from (the first MiB), and a warning for each of the
+        ``columns`` whose values there nearly all have a type (see :mod:`.inference`)."""
+        table, lines = self._read_sample(self._schema.names, as_text=True, lines=True)
+        if table is None:
+            return 0, []
+        return table.num_rows, typed_as_text(self.name, table, columns, lines)
+
+    def _read_sample(self, names: list[str], as_text: bool,
+                     lines: bool) -> tuple[pa.Table | None, list[int]]:
+        """The inference sample without its bad records, parsed with inferred types (or every
+        column as text), and the line each row starts on (when ``lines``)."""
+        runs: list[bytes] = []
+        row_lines: list[int] = []
+        whole: pa.Table | None = None
+        parts = [(line, data) for line, data in self._reader.sample_parts(INFER_BYTES) if data.strip()]
+        for line, data in parts:
+            table, problem = self._infer_read(names, data, as_text)
+            good = [(0, len(data))]
+            if problem is None:
+                whole = table
+            else:
+                starts, stops, _ = _record_bounds(data, self.dialect)
+
+                def parse(start: int, stop: int, data: bytes = data) -> tuple[
+                        tuple[int, int] | None, _Problem | None]:
+                    found = self._infer_read(names, data[start:stop], as_text)[1]
+                    return ((start, stop), None) if found is None else (None, found)
+
+                good = [r for _, r, _ in _bisect(starts, stops, parse, problem) if r is not None]
+            runs.extend(data[a:b] for a, b in good)
+            if lines:
+                row_lines.extend(_row_lines(data, good, line, self.dialect))
+        if len(parts) == 1 and len(runs) == 1 and whole is not None:
+            return whole, row_lines
+        sample = b"".join(runs)
+        if not sample.strip():
+            return None, []
+        return self._infer_read(names, sample, as_text)[0], row_lines
+
+    def _infer_read(self, names: list[str], data: bytes,
+                    as_text: bool = False) -> tuple[pa.Table | None, _Problem | None]:
+        types = {n: pa.string() for n in names} if as_text else None
         try:
             return pacsv.read_csv(
                 pa.BufferReader(data),
                 read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
                                                block_size=len(data) + 1),
                 parse_options=self._parse_options(quoted=self.dialect.quote is not None),
-                convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True,
+                convert_options=pacsv.ConvertOptions(column_types=types, null_values=[""],
+                                                     strings_can_be_null=True,
                                                      check_utf8=True)), None
         except pa.ArrowException as exc:
             return None, self._problem(exc)
@@ -219,19 +261,35 @@ class DelimitedSource(Source):
 
     # -- reading
     def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """Batches with the bytes of the input parsed up to their last row: a block's batches
+        share its bytes in proportion to their rows, so progress moves within a block too."""
         blocks = iter(self._reader)
         while True:
-            with _read_errors(self.path):
+            with _read_errors(self.name):
                 block = next(blocks, None)
             if block is None:
                 return
+            if block.bad is not None:
+                self._report(block.first_line, None, block.bad, block.data)
+                continue
             data = block.data
             table, problem = self._parse(data, 0, len(data), threads=True)
             if problem is not None:
                 table = self._salvage(block, problem)
-            if table is not None:
-                for batch in table.to_batches():
-                    yield batch, block.position
+            if table is None or not table.num_rows:
+                continue
+            done, span = 0, block.stop - block.start
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    done += batch.num_rows
+                    yield batch, block.start + span * done // table.num_rows
+
+    def _report(self, line: int, column: str | None, reason: str, raw: bytes | bytearray) -> None:
+        """A bad row: raised (strict) or handed to ``on_reject`` (quarantine)."""
+        if self._on_reject is None:
+            raise BadRowError(self.name, line, column, reason)
+        text = bytes(raw).rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")
+        self._on_reject(Reject(self.name, line, column, reason, text))
 
     def _parse(self, data: bytes | bytearray, start: int, stop: int,
                threads: bool) -> tuple[pa.Table | None, _Problem | None]:
@@ -283,7 +341,7 @@ class DelimitedSource(Source):
     def _salvage(self, block: Block, problem: _Problem) -> pa.Table | None:
         """Bisect a failed block by records: keep the good ones, raise or report the bad ones."""
         data = block.data
-        starts, stops, spans = _record_bounds(data, self.dialect)
+        starts, stops, _ = _record_bounds(data, self.dialect)
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == self.dialect.newline)
 
         def parse(start: int, stop: int) -> tuple[pa.Table | None, _Problem | None]:
@@ -297,14 +355,8 @@ class DelimitedSource(Source):
                 continue
             start, stop = int(starts[i]), int(stops[i])
             line = block.first_line + int(np.searchsorted(newlines, start))
-            reason = found.reason
-            if spans.unterminated and start <= spans.last_open < stop:
-                reason = f"unterminated quoted field ({reason})"
             column = self._schema.names[found.column] if found.column is not None else None
-            if self._on_reject is None:
-                raise BadRowError(str(self.path), line, column, reason)
-            raw = data[start:stop].rstrip(b"\r\n").decode("utf-8", errors="backslashreplace")
-            self._on_reject(Reject(str(self.path), line, column, reason, raw))
+            self._report(line, column, found.reason, data[start:stop])
         return pa.concat_tables(pieces).combine_chunks() if pieces else None
 
     def close(self) -> None:
@@ -345,7 +397,7 @@ def _bisect(starts: np.ndarray, stops: np.ndarray,
 
 
 @contextmanager
-def _read_errors(path: Path) -> Iterator[None]:
+def _read_errors(path: str) -> Iterator[None]:
     """Turn an I/O or decompression failure into an IngestError naming the file."""
     try:
         yield
@@ -360,11 +412,14 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _storable(t: pa.DataType) -> pa.DataType:
-    """An inferred type the store can keep, else string (null, binary and time columns)."""
-    if pa.types.is_null(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return pa.string()
-    try:
-        return t if parse_type(type_name(t)) == t else pa.string()
-    except SchemaError:
-        return pa.string()
+def _row_lines(data: bytes, runs: list[tuple[int, int]], first_line: int,
+               dialect: Dialect) -> list[int]:
+    """The line each row of ``data``'s record ``runs`` starts on (blank records hold no row)."""
+    starts, stops, _ = _record_bounds(data, dialect)
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == dialect.newline)
+    lines = []
+    for a, b in runs:
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            if a <= start < b and not is_blank(data[start:stop]):
+                lines.append(first_line + int(np.searchsorted(newlines, start)))
+    return lines

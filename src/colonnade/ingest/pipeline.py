@@ -10,22 +10,29 @@ file — the exception escapes before the commit and nothing of that file become
 quarantine mode bad rows go to a rejects file (:mod:`colonnade.ingest.rejects`) and the good
 rows of the file are committed. :func:`ingest` also creates the dataset from the first file's
 schema when it does not exist yet.
+
+The pipeline reports progress as events (:mod:`colonnade.ingest.progress`) and, after Ctrl-C,
+reads the log back to say which commits landed (:mod:`colonnade.ingest.interrupts`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import queue
+import re
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator
+import uuid
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pyarrow as pa
 
 from colonnade.config import WriteSettings
 from colonnade.errors import (
+    ColonnadeError,
     DatasetExistsError,
     IngestError,
     SchemaError,
@@ -33,13 +40,17 @@ from colonnade.errors import (
     TooManyErrorsError,
 )
 from colonnade.ingest.base import ON_ERROR, OnReject, Reject, Source
+from colonnade.ingest.delimited import DelimitedSource
+from colonnade.ingest.inference import SchemaWarning
+from colonnade.ingest.interrupts import HeldCommits, IngestInterrupted, interrupts_held
 from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.rejects import RejectsFile, default_rejects_path
 from colonnade.ingest.sources import open_source
 from colonnade.schema.types import logical_schema, parse_schema_text, parse_type, type_name
-from colonnade.table.dataset import Dataset, file_identity
+from colonnade.table.dataset import Dataset
 
 if TYPE_CHECKING:
+    from colonnade.storage.base import ChunkStore
     from colonnade.store import Store
 
 T = TypeVar("T")
@@ -68,11 +79,21 @@ class FileResult:
 
 @dataclass
 class IngestResult:
-    """What an ingest of one or more files did."""
+    """What an ingest of one or more files did.
+
+    When the ingest created the dataset (``created``), ``inferred`` lists the columns whose
+    types were inferred from CSV text, over the first ``inferred_rows`` rows of the file
+    ``inferred_from``, and ``schema_warnings`` the text columns among them whose values there
+    were nearly all numbers, dates or times (see :mod:`colonnade.ingest.inference`)."""
 
     dataset: str
     files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
+    created: bool = False
+    inferred: list[str] = field(default_factory=list)
+    inferred_rows: int = 0
+    inferred_from: str | None = None
+    schema_warnings: list[SchemaWarning] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -117,6 +138,9 @@ class IngestResult:
         return {"dataset": self.dataset, "rows": self.rows, "rejected": self.rejected,
                 "bytes_in": self.bytes_in, "seconds": self.seconds,
                 "rows_per_second": self.rows_per_second, "version": self.version,
+                "created": self.created, "inferred": self.inferred,
+                "inferred_rows": self.inferred_rows, "inferred_from": self.inferred_from,
+                "schema_warnings": [w.to_dict() for w in self.schema_warnings],
                 "files": [f.to_dict() for f in self.files]}
 
 
@@ -140,12 +164,22 @@ def ingest_files(target: Dataset, paths: Iterable[Path | str], *, fmt: str | Non
                  rejects: Path | str | None = None, source_id: str | None = None,
                  force: bool = False, schema_mode: str = "strict",
                  progress: Progress | None = None, settings: WriteSettings | None = None,
-                 block_size: int | None = None, prefetch: int = 1) -> IngestResult:
+                 block_size: int | None = None, prefetch: int = 1,
+                 names: Mapping[str, str] | None = None,
+                 sources: Mapping[str, str] | None = None,
+                 new_dataset: bool = False) -> IngestResult:
     """Ingest files into an existing dataset, one commit per file; see the module docstring.
 
     ``on_error``: ``strict`` raises BadRowError at the first bad row; ``quarantine`` commits the
     good rows and writes bad ones to ``rejects`` (default ``<input>.rejects.jsonl``), raising
     TooManyErrorsError (nothing of that file committed) past ``max_errors`` bad rows in a file.
+    ``names`` maps an input path to the name messages and results give it (``<stdin>`` for a
+    spooled standard input; its default rejects file is then ``stdin.rejects.jsonl`` in the
+    current directory), ``sources`` to its source identity (default: the file's path, size and
+    digest; ``source_id`` names the one input's). ``new_dataset``: ``target`` was just created
+    for this ingest from the first file's inferred types; the result then says so and carries
+    the schema warnings. Ctrl-C raises :class:`~colonnade.ingest.interrupts.IngestInterrupted`
+    with what was committed.
     """
     files = [Path(p) for p in paths]
     if on_error not in ON_ERROR:
@@ -158,25 +192,68 @@ def ingest_files(target: Dataset, paths: Iterable[Path | str], *, fmt: str | Non
                              load_schema(schema), quote_char, block_size)
     progress = progress or NullProgress()
     shared = RejectsFile(Path(rejects)) if rejects is not None and on_error == "quarantine" else None
-    result = IngestResult(target.name)
+    result = IngestResult(target.name, created=new_dataset)
+    pending = [(names or {}).get(str(p), str(p)) for p in files]  # inputs not done yet
+    identities = [source_id or (sources or {}).get(str(p)) for p in files]
+    infer = new_dataset  # still to say which types were inferred, from the first file that tells
+    job: _FileJob | None = None
     started = time.perf_counter()
     try:
-        for path in files:
+        progress.start(len(files), sum(p.stat().st_size for p in files if p.is_file()))
+        for path, identity in zip(files, identities, strict=True):
             rejects_file = shared
             if rejects_file is None and on_error == "quarantine":
-                rejects_file = RejectsFile(default_rejects_path(path))
+                rejects_file = RejectsFile(_default_rejects(path, pending[0]))
+            job = _FileJob(target, path, pending[0], options, rejects_file, max_errors,
+                           identity, force, schema_mode, progress, settings, prefetch,
+                           result if infer else None)
             try:
-                result.files.append(_ingest_file(
-                    target, path, options, rejects_file, max_errors, source_id, force,
-                    schema_mode, progress, settings, prefetch))
+                job.run()
             finally:
                 if rejects_file is not None and rejects_file is not shared:
                     rejects_file.close()
+            infer = infer and not job.schema_told
+            _done(result, pending, job)
+            job = None
+    except KeyboardInterrupt:
+        unknown = None
+        if job is not None:
+            unknown = _read_back(job)
+            _done(result, pending, job)
+        raise IngestInterrupted(result, pending, unknown) from None
     finally:
         if shared is not None:
             shared.close()
         result.seconds = time.perf_counter() - started
     return result
+
+
+def _default_rejects(path: Path, name: str) -> Path:
+    """Beside the input; in the current directory for an input known by another name
+    (``<stdin>``: ``stdin.rejects.jsonl``)."""
+    if name == str(path):
+        return default_rejects_path(path)
+    return default_rejects_path(Path(re.sub(r"[^\w.-]", "", name) or "input"))
+
+
+def _done(result: IngestResult, pending: list[str], job: _FileJob) -> None:
+    """Count a job's file as done when it has a result (once)."""
+    if job.result is not None and all(f is not job.result for f in result.files):
+        result.files.append(job.result)
+        pending.pop(0)
+
+
+def _read_back(job: _FileJob) -> str | None:
+    """After Ctrl-C: whether the job's commit landed, from the log (a second Ctrl-C waits for
+    the read); the reason when the log could not be read."""
+    try:
+        with interrupts_held():
+            job.read_back()
+    except KeyboardInterrupt:
+        pass
+    except ColonnadeError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True)
@@ -190,71 +267,151 @@ class _SourceOptions:
     block_size: int | None
 
 
-def _ingest_file(target: Dataset, path: Path, options: _SourceOptions,
+class _FileJob:
+    """The ingest of one file: its source, its commit, and what the log says after Ctrl-C."""
+
+    def __init__(self, target: Dataset, path: Path, name: str, options: _SourceOptions,
                  rejects_file: RejectsFile | None, max_errors: int | None,
                  source_id: str | None, force: bool, schema_mode: str, progress: Progress,
-                 settings: WriteSettings | None, prefetch: int) -> FileResult:
-    started = time.perf_counter()
-    if not path.is_file():
-        raise FileNotFoundError(2, "no such file", str(path))
-    size = path.stat().st_size
-    identity = source_id or file_identity(path)
-    if not force and target.find_source(identity) is not None:
-        return FileResult(str(path), bytes_in=size, skipped=ALREADY_INGESTED,
-                          seconds=time.perf_counter() - started)
-    rejected = 0
-    rejects_before = rejects_file.count if rejects_file is not None else 0
+                 settings: WriteSettings | None, prefetch: int,
+                 inference: IngestResult | None) -> None:
+        self.target, self.path, self.name, self.options = target, path, name, options
+        self.rejects_file, self.max_errors = rejects_file, max_errors
+        self.source_id, self.force, self.schema_mode = source_id, force, schema_mode
+        self.progress, self.settings, self.prefetch = progress, settings, prefetch
+        self.inference = inference  # where to say which types were inferred, if asked
+        self.schema_told = False  # this file's columns had known types (it could create a dataset)
+        self.run_id = uuid.uuid4().hex  # finds this file's commit in the log after Ctrl-C
+        self.appending = False
+        self.size = 0
+        self.rejected = 0
+        self.started = time.perf_counter()
+        self.result: FileResult | None = None
 
-    def on_reject(reject: Reject) -> None:
-        nonlocal rejected
-        rejected += 1
-        assert rejects_file is not None
-        rejects_file.write(reject)
-        if max_errors is not None and rejected > max_errors:
-            rejects_file.flush()
-            raise TooManyErrorsError(str(path), rejected, max_errors)
+    def run(self) -> None:
+        self.result = self._run()
 
-    rows = 0
-    progress.start_file(str(path), size)
-    try:
-        with _open(path, options, target.schema, on_reject if rejects_file is not None else None) as source:
-            reader = read_ahead(source.read(), prefetch)
+    def _run(self) -> FileResult:
+        path, name = self.path, self.name
+        if not path.is_file():
+            raise FileNotFoundError(2, "no such file", name)
+        self.size = size = path.stat().st_size
+        self.progress.start_file(name, size)
+        try:
+            identity = self.source_id or _identity(path, self.progress)
+            if not self.force and self.target.find_source(identity) is not None:
+                self.progress.skip_file(name, size)
+                return FileResult(name, bytes_in=size, skipped=ALREADY_INGESTED,
+                                  seconds=time.perf_counter() - self.started)
+            return self._append(identity)
+        finally:
+            self.progress.end_file()
 
-            def batches() -> Iterator[pa.RecordBatch]:
-                nonlocal rows
-                for batch, position in reader:
-                    rows += batch.num_rows
-                    progress.update(position, rows)
-                    yield batch
+    def _append(self, identity: str) -> FileResult:
+        path, name, size = self.path, self.name, self.size
+        rejects_file = self.rejects_file
+        rejects_before = rejects_file.count if rejects_file is not None else 0
+        # the commit record is written with Ctrl-C held, so that the log is final when read back
+        writer = Dataset(cast("ChunkStore", HeldCommits(self.target.store)), self.target.spec,
+                         recorded=self.target.recorded)  # a new dataset is recorded by its commit
+        try:
+            on_reject = self._on_reject if rejects_file is not None else None
+            with _open(path, self.options, self.target.schema, on_reject, name) as source:
+                self.schema_told = source.schema_known
+                self._report_inference(source)
+                reader = read_ahead(source.read(), self.prefetch)
+                try:
+                    self.appending = True
+                    appended = writer.append(self._batches(reader), source=identity,
+                                             force=self.force, schema_mode=self.schema_mode,
+                                             settings=self.settings,
+                                             info={"input": name, "run": self.run_id})
+                finally:
+                    # stop the reading thread before the file and the rejects file are closed
+                    reader.close()
+        finally:
+            self.target.spec = writer.spec  # a merge may have added columns
+            self.target.recorded = writer.recorded
+            self.target.recorded_here = self.target.recorded_here or writer.recorded_here
+            if rejects_file is not None:
+                rejects_file.flush()
+        skipped = None
+        if appended.version is None:
+            skipped = f"{'empty file' if size == 0 else appended.reason}, 0 rows added"
+        return FileResult(
+            name, rows=appended.rows, rejected=self.rejected, bytes_in=size,
+            seconds=time.perf_counter() - self.started, version=appended.version,
+            skipped=skipped, segments=appended.segments, bytes_written=appended.bytes,
+            rejects=str(rejects_file.path) if rejects_file is not None
+            and rejects_file.count > rejects_before else None)
 
-            try:
-                appended = target.append(batches(), source=identity, force=force,
-                                         schema_mode=schema_mode, settings=settings,
-                                         info={"input": str(path)})
-            finally:
-                # stop the reading thread before the file and the rejects file are closed
-                reader.close()
-    finally:
-        progress.end_file()
-        if rejects_file is not None:
-            rejects_file.flush()
-    skipped = None
-    if appended.version is None:
-        skipped = f"{'empty file' if size == 0 else appended.reason}, 0 rows added"
-    return FileResult(
-        str(path), rows=appended.rows, rejected=rejected, bytes_in=size,
-        seconds=time.perf_counter() - started, version=appended.version, skipped=skipped,
-        segments=appended.segments, bytes_written=appended.bytes,
-        rejects=str(rejects_file.path) if rejects_file is not None
-        and rejects_file.count > rejects_before else None)
+    def _on_reject(self, reject: Reject) -> None:
+        self.rejected += 1
+        assert self.rejects_file is not None
+        self.rejects_file.write(reject)
+        if self.max_errors is not None and self.rejected > self.max_errors:
+            self.rejects_file.flush()
+            raise TooManyErrorsError(self.name, self.rejected, self.max_errors)
+
+    def _batches(self, reader: Iterator[tuple[pa.RecordBatch, int]]) -> Iterator[pa.RecordBatch]:
+        """The source's batches, reporting progress as the writer takes each one: bytes of the
+        input parsed (never decreasing, below the file's size until every row has been read,
+        then the size, once) and rows."""
+        rows = done = 0
+        below = max(self.size - 1, 0)
+        for batch, position in reader:
+            rows += batch.num_rows
+            done = max(done, min(position, below))
+            self.progress.update(done, rows)
+            yield batch
+        self.progress.update(self.size, rows)
+
+    def _report_inference(self, source: Source) -> None:
+        """For a dataset created from this file: which columns were inferred from its text,
+        from how many rows, and which of them look typed but were made text."""
+        result = self.inference
+        if result is None or not isinstance(source, DelimitedSource) or not source.schema_known:
+            return  # not asked, or the dataset's types did not come from this file's text
+        given = self.options.schema.names if self.options.schema is not None else []
+        result.inferred = [n for n in self.target.schema.names if n not in given]
+        result.inferred_from = source.name
+        text = [n for n in result.inferred if pa.types.is_string(self.target.schema.field(n).type)]
+        result.inferred_rows, result.schema_warnings = source.typed_as_text(text)
+
+    def read_back(self) -> None:
+        """After Ctrl-C: set the result from this file's commit, if the log has it. (The commit
+        record was written with SIGINT held, so the log is final.)"""
+        if not self.appending or self.result is not None:
+            return
+        for commit in reversed(self.target.history()):
+            if commit.info.get("run") == self.run_id:
+                self.result = FileResult(
+                    self.name, rows=commit.rows_added, rejected=self.rejected, bytes_in=self.size,
+                    version=commit.version, seconds=time.perf_counter() - self.started,
+                    segments=len(commit.added))
+                return
+
+
+def _identity(path: Path, progress: Progress, chunk: int = 8 * 1024 * 1024) -> str:
+    """The file's source identity, as :func:`colonnade.table.dataset.file_identity` has it
+    (resolved path, size, SHA-256 of the content), with the bytes read so far reported to
+    ``progress``: reading a large file for its digest takes a while before it is parsed."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+            size += len(block)
+            progress.identify(size)
+    return f"file:{path.resolve()}:{size}:sha256:{digest.hexdigest()}"
 
 
 def _open(path: Path, options: _SourceOptions, target: pa.Schema | None,
-          on_reject: OnReject | None) -> Source:
+          on_reject: OnReject | None, name: str | None = None) -> Source:
     return open_source(path, options.fmt, delimiter=options.delimiter, header=options.header,
                        columns=options.columns, schema=options.schema,
                        quote_char=options.quote_char, target=target, on_reject=on_reject,
-                       block_size=options.block_size)
+                       block_size=options.block_size, name=name)
 
 
 def read_ahead(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
@@ -342,7 +499,9 @@ def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | 
         check_storable(schema)
         target = store.new_dataset(dataset_name, schema, partition_by, sort_by,
                                    segment_rows=segment_rows, compression=compression)
-    return ingest_files(target, files, **options)
+    result = ingest_files(target, files, new_dataset=not target.recorded, **options)
+    result.created = target.recorded_here  # not if nothing was committed, or another writer won
+    return result
 
 
 def _first_schema(files: list[Path], options: dict[str, Any]) -> pa.Schema | None:

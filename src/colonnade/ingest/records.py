@@ -11,11 +11,17 @@ an unquoted field, which pyarrow reads as a literal character), the sections are
 replaying pyarrow's state machine over the quote positions instead. Lines are counted by the
 newline byte (``\\n``, or ``\\r`` for old Mac files), so CRLF files count as expected and a line
 inside a quoted field counts as a line.
+
+A quote that opens a field and is never closed would make the rest of the input one value, and a
+quote that opens a field and is "closed" by the next stray quote would swallow every line in
+between (pyarrow takes both, when the column is text). :func:`cut_records` makes either one bad
+record instead: the line the quote opens on, after which reading resumes on the next line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -85,11 +91,33 @@ def quoted_spans(buf: Buffer, dialect: Dialect) -> QuotedSpans:
     opens = quotes[0::2]
     if opens[0] == 0:
         opens = opens[1:]
-    field_start = np.zeros(256, dtype=bool)
-    field_start[[dialect.delimiter, LF, CR, dialect.quote]] = True
-    if bool(field_start[arr[opens - 1]].all()):
+    if bool(_bounding_bytes(dialect)[arr[opens - 1]].all()):
         return QuotedSpans(quotes)
     return _replayed_spans(buf, quotes.tolist(), dialect)
+
+
+def scan_quotes(buf: Buffer, dialect: Dialect) -> tuple[QuotedSpans, int]:
+    """The quoted sections of ``buf`` (as :func:`quoted_spans` finds them), and the number of
+    the first one whose closing quote is followed by text rather than a delimiter, a line end or
+    another quote (-1: none)."""
+    spans = quoted_spans(buf, dialect)
+    if not len(spans.bounds):
+        return spans, -1
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    closes = spans.bounds[1::2]
+    if len(closes) and closes[-1] == len(arr) - 1:
+        closes = closes[:-1]
+    wrong = ~_bounding_bytes(dialect)[arr[closes + 1]]
+    return spans, int(np.argmax(wrong)) if wrong.any() else -1
+
+
+def _bounding_bytes(dialect: Dialect) -> np.ndarray:
+    """Which bytes may stand before an opening quote and after a closing one."""
+    table = np.zeros(256, dtype=bool)
+    table[[dialect.delimiter, LF, CR]] = True
+    if dialect.quote is not None:
+        table[dialect.quote] = True
+    return table
 
 
 def _replayed_spans(buf: Buffer, quotes: list[int], dialect: Dialect) -> QuotedSpans:
@@ -136,6 +164,62 @@ def last_record_end(buf: bytes | bytearray, dialect: Dialect) -> int:
     if dialect.quote is None or buf.find(bytes((dialect.quote,)), 0, end) < 0:
         return end + 1
     spans = quoted_spans(buf, dialect)
+    while end >= 0:
+        if not bool(spans.inside(np.asarray([end]))[0]):
+            return end + 1
+        end = buf.rfind(newline, 0, spans.opening(end))
+    return 0
+
+
+#: Why the record of a quote that is never closed is bad.
+UNTERMINATED = "unterminated quoted field (no closing quote before the end of the file)"
+
+
+class Cut(NamedTuple):
+    """Where :func:`cut_records` cuts a buffer: ``good`` bytes of whole records, then (when
+    ``bad`` > 0) one bad record of ``bad`` bytes, whose field quote is closed by the quote at
+    offset ``close`` — one followed by text, not by a delimiter — or never (``close`` -1)."""
+
+    good: int
+    bad: int = 0
+    close: int = -1
+
+
+def cut_records(buf: bytes | bytearray, dialect: Dialect, at_end: bool) -> Cut:
+    """Cut ``buf`` (which starts a record) into whole records and, at the first quoted field that
+    is not properly closed, one bad record: the line its quote opens on (from the start of its
+    record). The bad record is cut off so that reading resumes on the next line, as though the
+    quote were not there: one stray quote costs one row, not every row up to the next quote.
+
+    A field is not properly closed when its closing quote is followed by text rather than a
+    delimiter, a line end or a doubled quote (RFC 4180; pyarrow would glue that text on and read
+    on), or, at the end of the input (``at_end``), when no quote closes it. Before the end, the
+    good part ends on the last whole record (0 when no record ends in ``buf``)."""
+    newline = bytes((dialect.newline,))
+    last = buf.rfind(newline)
+    if dialect.quote is None or buf.find(bytes((dialect.quote,))) < 0:
+        return Cut(len(buf) if at_end else last + 1)
+    spans, broken = scan_quotes(buf, dialect)
+    if broken >= 0:
+        opening, close = int(spans.bounds[2 * broken]), int(spans.bounds[2 * broken + 1])
+    elif at_end and spans.unterminated:
+        opening, close = spans.last_open, -1
+    else:
+        opening = -1
+    if opening < 0:
+        return Cut(len(buf) if at_end else _last_end(buf, spans, last, newline))
+    start = _last_end(buf, spans, buf.rfind(newline, 0, opening), newline)
+    stop = buf.find(newline, opening)
+    if stop < 0:
+        if not at_end:
+            return Cut(start)  # the line goes on past the buffer
+        stop = len(buf) - 1
+    return Cut(start, stop + 1 - start, close)
+
+
+def _last_end(buf: bytes | bytearray, spans: QuotedSpans, end: int, newline: bytes) -> int:
+    """One past the last newline at or before offset ``end`` (a newline) that ends a record;
+    0 when there is none."""
     while end >= 0:
         if not bool(spans.inside(np.asarray([end]))[0]):
             return end + 1

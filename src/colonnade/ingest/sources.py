@@ -69,26 +69,27 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
                 header: bool = True, columns: list[str] | tuple[str, ...] | None = None,
                 schema: pa.Schema | None = None, quote_char: str | None = '"',
                 target: pa.Schema | None = None, on_reject: OnReject | None = None,
-                block_size: int | None = None) -> Source:
+                block_size: int | None = None, name: str | None = None) -> Source:
     """Open ``path`` as a source of record batches.
 
     ``target`` is the dataset's schema when the dataset exists: CSV columns take its types.
     ``on_reject`` receives bad CSV rows (quarantine); without it the first one raises.
+    ``name`` is how messages name the input (default: the path).
     """
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
     form = detect_format(path, fmt)
     if form.name == "parquet":
-        return ParquetSource(path)
+        return ParquetSource(path, name)
     if form.name == "arrow":
-        return IpcSource(path)
+        return IpcSource(path, name)
     sep = delimiter or form.delimiter or _sniff_delimiter(path, form.compression)
     if len(sep) != 1:
         raise IngestError(f"the delimiter must be one character, got {sep!r}")
     options = CsvOptions(delimiter=sep, header=header, columns=tuple(columns) if columns else None,
                          schema=schema, quote_char=quote_char, compression=form.compression,
                          block_size=block_size or DEFAULT_BLOCK_SIZE)
-    return DelimitedSource(path, options, target=target, on_reject=on_reject)
+    return DelimitedSource(path, options, target=target, on_reject=on_reject, name=name)
 
 
 def _sniff_delimiter(path: Path, compression: str | None) -> str:
@@ -116,12 +117,12 @@ class ParquetSource(Source):
 
     format = "parquet"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        super().__init__(path, name)
         try:
             self._file = pq.ParquetFile(path)
         except (pa.ArrowException, OSError) as exc:
-            raise IngestError(f"{path}: not a readable Parquet file: {_reason(exc)}") from None
+            raise IngestError(f"{self.name}: not a readable Parquet file: {_reason(exc)}") from None
 
     @property
     def schema(self) -> pa.Schema:
@@ -138,7 +139,7 @@ class ParquetSource(Source):
                     return
                 batch.validate(full=True)
             except (pa.ArrowException, OSError) as exc:
-                raise IngestError(f"{self.path}: corrupt Parquet data after {done:,} rows: "
+                raise IngestError(f"{self.name}: corrupt Parquet data after {done:,} rows: "
                                   f"{_reason(exc)}") from None
             done += batch.num_rows
             yield batch, self.size * done // total if total else self.size
@@ -152,12 +153,12 @@ class IpcSource(Source):
 
     format = "arrow"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        super().__init__(path, name)
         with open(path, "rb") as f:
             magic = f.read(len(_IPC_FILE_MAGIC))
         if magic.startswith(b"FEA1"):
-            raise IngestError(f"{path}: a Feather version 1 file; rewrite it as Feather 2 / Arrow IPC")
+            raise IngestError(f"{self.name}: a Feather version 1 file; rewrite it as Feather 2 / Arrow IPC")
         self._file_format = magic == _IPC_FILE_MAGIC
         try:
             if self._file_format:
@@ -169,7 +170,7 @@ class IpcSource(Source):
                 self._reader = ipc.open_stream(self._input)
         except (pa.ArrowException, OSError) as exc:
             kind = "Arrow IPC file" if self._file_format else "Arrow IPC stream"
-            raise IngestError(f"{path}: not a readable {kind}: {_reason(exc)}") from None
+            raise IngestError(f"{self.name}: not a readable {kind}: {_reason(exc)}") from None
 
     @property
     def schema(self) -> pa.Schema:
@@ -195,7 +196,7 @@ class IpcSource(Source):
                     return
                 item[0].validate(full=True)
             except (pa.ArrowException, OSError) as exc:
-                raise IngestError(f"{self.path}: corrupt Arrow IPC data after {rows:,} rows: "
+                raise IngestError(f"{self.name}: corrupt Arrow IPC data after {rows:,} rows: "
                                   f"{_reason(exc)}") from None
             rows += item[0].num_rows
             yield item

@@ -53,7 +53,7 @@ class SQLiteStore(ChunkStore):
         self.uri = uri or f"sqlite:///{self.path}"
         self._busy_ms = int(busy_timeout_s * 1000)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []  # (owner, connection)
         self._lock = threading.Lock()
         if self.path.parent and not self.path.parent.exists():
             raise StoreError(f"{self.uri}: directory {self.path.parent} does not exist")
@@ -80,7 +80,18 @@ class SQLiteStore(ChunkStore):
                 raise StoreError(f"{self.uri}: cannot open: {exc}") from exc
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                # connections of threads that have ended are closed (a writer thread per
+                # append would otherwise leave one open file set behind each)
+                alive = []
+                for thread, other in self._all:
+                    if thread.is_alive():
+                        alive.append((thread, other))
+                    else:
+                        try:
+                            other.close()
+                        except sqlite3.Error:
+                            pass
+                self._all = [*alive, (threading.current_thread(), conn)]
         return conn
 
     def _write(self, sql: str, rows: Sequence[tuple[object, ...]] | None = None,
@@ -287,7 +298,7 @@ class SQLiteStore(ChunkStore):
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
+            for _thread, conn in self._all:
                 try:
                     conn.close()
                 except sqlite3.Error:

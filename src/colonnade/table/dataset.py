@@ -76,6 +76,7 @@ class Dataset:
         self.spec = spec
         self.recorded = recorded
         self._latest: Snapshot | None = None  # the newest state read, extended on demand
+        self.recorded_here = False  # this object's first commit recorded the dataset
 
     @property
     def name(self) -> str:
@@ -132,6 +133,7 @@ class Dataset:
         concurrent writer recorded it first, carry on only if it asked for the same spec."""
         try:
             self.store.create_dataset(self.name, self.spec.to_json())
+            self.recorded_here = True
         except DatasetExistsError as exc:
             if exc.existing != self.name:
                 raise
