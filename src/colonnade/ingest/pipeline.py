@@ -17,7 +17,6 @@ reads the log back to say which commits landed (:mod:`colonnade.ingest.interrupt
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import re
 import threading
@@ -47,7 +46,7 @@ from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.rejects import RejectsFile, default_rejects_path
 from colonnade.ingest.sources import open_source
 from colonnade.schema.types import logical_schema, parse_schema_text, parse_type, type_name
-from colonnade.table.dataset import Dataset
+from colonnade.table.dataset import Dataset, file_identity
 
 if TYPE_CHECKING:
     from colonnade.storage.base import ChunkStore
@@ -396,14 +395,7 @@ def _identity(path: Path, progress: Progress, chunk: int = 8 * 1024 * 1024) -> s
     """The file's source identity, as :func:`colonnade.table.dataset.file_identity` has it
     (resolved path, size, SHA-256 of the content), with the bytes read so far reported to
     ``progress``: reading a large file for its digest takes a while before it is parsed."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-            size += len(block)
-            progress.identify(size)
-    return f"file:{path.resolve()}:{size}:sha256:{digest.hexdigest()}"
+    return file_identity(path, chunk, progress.identify)
 
 
 def _open(path: Path, options: _SourceOptions, target: pa.Schema | None,

@@ -26,7 +26,6 @@ dataset a handful of single-partition queries instead of full-table scans. Table
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -35,7 +34,6 @@ from typing import Any
 
 from cassandra import (
     AuthenticationFailed,
-    ConsistencyLevel,
     CoordinationFailure,
     DriverException,
     OperationTimedOut,
@@ -48,9 +46,7 @@ from cassandra import (
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.concurrent import execute_concurrent_with_args
-from cassandra.connection import ConnectionBusy
-from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy, WriteType
-from cassandra.pool import NoConnectionsAvailable
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
 from colonnade.config import StoreURI
@@ -63,11 +59,17 @@ from colonnade.errors import (
     UnavailableError,
 )
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
+from colonnade.storage.cassandra_driver import (
+    IdempotentRetryPolicy,
+    RequestWindow,
+    is_busy,
+    level_name,
+    one_line,
+)
 from colonnade.storage.cassandra_settings import PASSWORD_ENV, CassandraSettings, _password
 
 PART_BYTES = 1 << 20  # largest chunk cell; bigger chunks are split into parts
 _READ_GROUPS = 8  # chunk queries in flight in get_chunks
-_MAX_REQUESTS = 256  # writes in flight, whatever their size
 _PAGE_ROWS = (4, 32, 500)  # rows per page of a chunk query: least, before sizes are known, most
 _IN_SEGMENTS = 256  # segments per `segment IN ?` query
 _IN_PARTITIONS = 32  # partitions per `partition IN ?` query
@@ -93,117 +95,7 @@ _TABLES = {
 }
 
 
-# -- driver plumbing ------------------------------------------------------------------------
-class _IdempotentRetryPolicy(RetryPolicy):
-    """Retry what is safe to run twice, and nothing else: a retried LWT that had in fact been
-    applied would come back "not applied" and look like a lost commit."""
-
-    def on_write_timeout(self, query, consistency, write_type, required_responses,
-                         received_responses, retry_num):
-        if getattr(query, "is_idempotent", False) and retry_num == 0 and write_type in (
-                WriteType.SIMPLE, WriteType.BATCH, WriteType.UNLOGGED_BATCH):
-            return self.RETRY, consistency
-        return self.RETHROW, None
-
-    def on_unavailable(self, query, consistency, required_replicas, alive_replicas, retry_num):
-        return self.RETHROW, None  # other coordinators see the same replicas: report it now
-
-    def on_request_error(self, query, consistency, error, retry_num):
-        if getattr(query, "is_idempotent", False) and retry_num < 2:
-            return self.RETRY_NEXT_HOST, None
-        return self.RETHROW, None
-
-
-def _level_name(level: int | None) -> str:
-    return ConsistencyLevel.value_to_name.get(level, str(level))
-
-
-def _one_line(text: str, limit: int = 240) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _busy(exc: BaseException) -> bool:
-    """True when the driver refused to send (its socket buffer was full): nothing reached the
-    server, so sending again later is safe for any statement."""
-    if not isinstance(exc, NoHostAvailable) or not exc.errors:
-        return False
-    return all(isinstance(e, ConnectionBusy | NoConnectionsAvailable) for e in exc.errors.values())
-
-
-class _Window:
-    """Runs many ``execute_async`` calls with at most ``max_bytes`` and ``max_requests`` in
-    flight. Requests the driver refuses as busy are sent again after a pause, for up to
-    ``patience`` seconds each; the first real failure stops everything."""
-
-    def __init__(self, session: Any, max_bytes: int, patience: float) -> None:
-        self._session, self._max_bytes, self._patience = session, max_bytes, patience
-        self._bytes = self._requests = 0
-        self._again: deque[tuple[Any, int, float]] = deque()
-        self._cond = threading.Condition()
-        self.error: BaseException | None = None
-
-    def submit(self, statement: Any, size: int) -> None:
-        while True:
-            with self._cond:
-                while self.error is None and not self._again and self._requests and (
-                        self._bytes + size > self._max_bytes or self._requests >= _MAX_REQUESTS):
-                    self._cond.wait()
-                if self.error is not None:
-                    return
-                if not self._again:
-                    self._bytes += size
-                    self._requests += 1
-                    break
-            self._resend()
-        self._send(statement, size, time.monotonic())
-
-    def wait(self) -> BaseException | None:
-        """Wait for everything submitted; the first failure, if any."""
-        while True:
-            with self._cond:
-                while self._requests and not self._again:
-                    self._cond.wait()
-                if not self._requests:
-                    return self.error
-            self._resend()
-
-    def _resend(self) -> None:
-        time.sleep(0.001)  # let the driver's event loop drain the socket
-        with self._cond:
-            again, self._again = self._again, deque()
-        for statement, size, since in again:
-            if self.error is None:
-                self._send(statement, size, since)
-            else:
-                self._release(size)
-
-    def _send(self, statement: Any, size: int, since: float) -> None:
-        try:
-            future = self._session.execute_async(statement, execution_profile="write")
-        except Exception as exc:
-            self._failed(exc, statement, size, since)
-            return
-        future.add_callbacks(lambda _rows: self._release(size), self._failed,
-                             errback_args=(statement, size, since))
-
-    def _failed(self, exc: BaseException, statement: Any, size: int, since: float) -> None:
-        with self._cond:
-            if _busy(exc) and self.error is None and time.monotonic() - since < self._patience:
-                self._again.append((statement, size, since))
-                self._cond.notify_all()
-                return
-            self.error = self.error or exc
-        self._release(size)
-
-    def _release(self, size: int) -> None:
-        with self._cond:
-            self._bytes -= size
-            self._requests -= 1
-            self._cond.notify_all()
-
-
-_STATEMENTS = {  # name: CQL; LWTs are not idempotent (see _IdempotentRetryPolicy)
+_STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
     "create": "INSERT INTO {ks}.datasets (name, spec, created) VALUES (?, ?, ?) IF NOT EXISTS",
     "get": "SELECT spec FROM {ks}.datasets WHERE name = ?",
     "update": "UPDATE {ks}.datasets SET spec = ? WHERE name = ? IF EXISTS",
@@ -265,7 +157,7 @@ class CassandraStore(ChunkStore):
         def profile(level: int, serial: int | None = None, timeout: float = s.request_timeout) -> Any:
             return ExecutionProfile(
                 load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
-                retry_policy=_IdempotentRetryPolicy(), consistency_level=level,
+                retry_policy=IdempotentRetryPolicy(), consistency_level=level,
                 serial_consistency_level=serial, request_timeout=timeout, row_factory=tuple_factory)
 
         try:
@@ -326,7 +218,7 @@ class CassandraStore(ChunkStore):
             text = str(exc.args[1] if isinstance(exc, OSError) and len(exc.args) > 1 else exc)
         if "does not support protocol version" in text:  # something answered, but not in CQL
             return "the server does not speak the CQL native protocol (wrong port?)"
-        return _one_line(text.rsplit("Last error: ", 1)[-1])
+        return one_line(text.rsplit("Last error: ", 1)[-1])
 
     def _error(self, exc: BaseException, action: str) -> StoreError:
         """One readable line for a driver exception; never the password."""
@@ -350,7 +242,7 @@ class CassandraStore(ChunkStore):
         if isinstance(exc, UnresolvableContactPoints):
             return StoreError(f"cannot reach {where}: no host name resolves")
         if isinstance(exc, Unavailable):
-            level = _level_name(exc.consistency)
+            level = level_name(exc.consistency)
             return UnavailableError(
                 f"{action} failed on {where}: not enough replicas for {level}: "
                 f"{exc.required_replicas} required, {exc.alive_replicas} alive",
@@ -358,16 +250,16 @@ class CassandraStore(ChunkStore):
         if isinstance(exc, WriteTimeout | ReadTimeout):
             kind = "write" if isinstance(exc, WriteTimeout) else "read"
             return StoreError(f"{action} failed on {where}: {kind} timed out at "
-                              f"{_level_name(exc.consistency)} ({exc.received_responses} of "
+                              f"{level_name(exc.consistency)} ({exc.received_responses} of "
                               f"{exc.required_responses} replicas answered)")
         if isinstance(exc, OperationTimedOut):
             return StoreError(f"{action} failed on {where}: no answer within "
                               f"{self.settings.request_timeout:g} s (client timeout)")
         if isinstance(exc, CoordinationFailure):
             return StoreError(f"{action} failed on {where}: {exc.failures} replica(s) failed at "
-                              f"{_level_name(exc.consistency)}")
+                              f"{level_name(exc.consistency)}")
         message = getattr(exc, "summary", None) or getattr(exc, "message", None) or exc
-        return StoreError(f"{action} failed on {where}: {_one_line(str(message))}")
+        return StoreError(f"{action} failed on {where}: {one_line(str(message))}")
 
     # -- running statements -----------------------------------------------------------------
     def _call(self, call: Any, action: str) -> Any:
@@ -377,7 +269,7 @@ class CassandraStore(ChunkStore):
             try:
                 return call()
             except (DriverException, NoHostAvailable) as exc:
-                if not _busy(exc) or time.monotonic() - since > self.settings.request_timeout:
+                if not is_busy(exc) or time.monotonic() - since > self.settings.request_timeout:
                     raise self._error(exc, action) from None
             time.sleep(0.002)
 
@@ -402,7 +294,7 @@ class CassandraStore(ChunkStore):
 
     def _write_all(self, statements: Iterable[tuple[str, Sequence[Any], int]], action: str) -> None:
         """Idempotent writes, concurrently, with at most ``max_inflight_bytes`` in flight."""
-        window = _Window(self._session, self.settings.max_inflight_bytes, self.settings.request_timeout)
+        window = RequestWindow(self._session, self.settings.max_inflight_bytes, self.settings.request_timeout)
         try:
             for key, params, size in statements:
                 if key == "index":  # rows of one partition
@@ -559,7 +451,7 @@ class CassandraStore(ChunkStore):
                     raise StoreError(f"{action} failed on Cassandra at {self._where}: no progress "
                                      f"for {3 * patience:g} s") from None
                 if exc is not None:
-                    if not _busy(exc) or time.monotonic() - task.since > patience:
+                    if not is_busy(exc) or time.monotonic() - task.since > patience:
                         raise self._error(exc, action) from None
                     time.sleep(0.002)  # the driver refused to send: nothing reached the server
                     task.future.start_fetching_next_page() if task.pages else start(task)

@@ -353,6 +353,9 @@ class Snapshot:
 
     def apply(self, commits: Iterable[Commit], version: int | None = None) -> Snapshot:
         """This snapshot with ``commits`` (newer ones, in version order) applied, up to ``version``."""
+        commits = list(commits)
+        if not commits:
+            return self  # nothing newer: no copy of the live segments
         live = {s.segment: s for s in self.segments}
         schema, properties, txns, at = self.schema, dict(self.properties), dict(self.txns), self.version
         for c in commits:

@@ -453,12 +453,16 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
     yield from rest
 
 
-def file_identity(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
-    """Source identity of a file: resolved path, size and SHA-256 of its content."""
+def file_identity(path: Path, chunk: int = 8 * 1024 * 1024,
+                  on_read: Callable[[int], None] | None = None) -> str:
+    """Source identity of a file: resolved path, size and SHA-256 of its content;
+    ``on_read`` is told the bytes read so far (digesting a large file takes a while)."""
     h = hashlib.sha256()
     size = 0
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
             size += len(block)
+            if on_read is not None:
+                on_read(size)
     return f"file:{path.resolve()}:{size}:sha256:{h.hexdigest()}"

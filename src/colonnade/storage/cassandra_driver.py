@@ -1,0 +1,129 @@
+"""Cassandra driver plumbing of the Cassandra store: which requests may be retried, and a window
+that bounds the requests and bytes in flight while writes are sent asynchronously."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from cassandra.cluster import NoHostAvailable
+from cassandra.connection import ConnectionBusy
+from cassandra.policies import RetryPolicy, WriteType
+from cassandra.pool import NoConnectionsAvailable
+
+MAX_REQUESTS = 256  # writes in flight, whatever their size
+
+
+# -- driver plumbing ------------------------------------------------------------------------
+class IdempotentRetryPolicy(RetryPolicy):
+    """Retry what is safe to run twice, and nothing else: a retried LWT that had in fact been
+    applied would come back "not applied" and look like a lost commit."""
+
+    def on_write_timeout(self, query, consistency, write_type, required_responses,
+                         received_responses, retry_num):
+        if getattr(query, "is_idempotent", False) and retry_num == 0 and write_type in (
+                WriteType.SIMPLE, WriteType.BATCH, WriteType.UNLOGGED_BATCH):
+            return self.RETRY, consistency
+        return self.RETHROW, None
+
+    def on_unavailable(self, query, consistency, required_replicas, alive_replicas, retry_num):
+        return self.RETHROW, None  # other coordinators see the same replicas: report it now
+
+    def on_request_error(self, query, consistency, error, retry_num):
+        if getattr(query, "is_idempotent", False) and retry_num < 2:
+            return self.RETRY_NEXT_HOST, None
+        return self.RETHROW, None
+
+
+def level_name(level: int | None) -> str:
+    return ConsistencyLevel.value_to_name.get(level, str(level))
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True when the driver refused to send (its socket buffer was full): nothing reached the
+    server, so sending again later is safe for any statement."""
+    if not isinstance(exc, NoHostAvailable) or not exc.errors:
+        return False
+    return all(isinstance(e, ConnectionBusy | NoConnectionsAvailable) for e in exc.errors.values())
+
+
+class RequestWindow:
+    """Runs many ``execute_async`` calls with at most ``max_bytes`` and ``max_requests`` in
+    flight. Requests the driver refuses as busy are sent again after a pause, for up to
+    ``patience`` seconds each; the first real failure stops everything."""
+
+    def __init__(self, session: Any, max_bytes: int, patience: float) -> None:
+        self._session, self._max_bytes, self._patience = session, max_bytes, patience
+        self._bytes = self._requests = 0
+        self._again: deque[tuple[Any, int, float]] = deque()
+        self._cond = threading.Condition()
+        self.error: BaseException | None = None
+
+    def submit(self, statement: Any, size: int) -> None:
+        while True:
+            with self._cond:
+                while self.error is None and not self._again and self._requests and (
+                        self._bytes + size > self._max_bytes or self._requests >= MAX_REQUESTS):
+                    self._cond.wait()
+                if self.error is not None:
+                    return
+                if not self._again:
+                    self._bytes += size
+                    self._requests += 1
+                    break
+            self._resend()
+        self._send(statement, size, time.monotonic())
+
+    def wait(self) -> BaseException | None:
+        """Wait for everything submitted; the first failure, if any."""
+        while True:
+            with self._cond:
+                while self._requests and not self._again:
+                    self._cond.wait()
+                if not self._requests:
+                    return self.error
+            self._resend()
+
+    def _resend(self) -> None:
+        time.sleep(0.001)  # let the driver's event loop drain the socket
+        with self._cond:
+            again, self._again = self._again, deque()
+        for statement, size, since in again:
+            if self.error is None:
+                self._send(statement, size, since)
+            else:
+                self._release(size)
+
+    def _send(self, statement: Any, size: int, since: float) -> None:
+        try:
+            future = self._session.execute_async(statement, execution_profile="write")
+        except Exception as exc:
+            self._failed(exc, statement, size, since)
+            return
+        future.add_callbacks(lambda _rows: self._release(size), self._failed,
+                             errback_args=(statement, size, since))
+
+    def _failed(self, exc: BaseException, statement: Any, size: int, since: float) -> None:
+        with self._cond:
+            if is_busy(exc) and self.error is None and time.monotonic() - since < self._patience:
+                self._again.append((statement, size, since))
+                self._cond.notify_all()
+                return
+            self.error = self.error or exc
+        self._release(size)
+
+    def _release(self, size: int) -> None:
+        with self._cond:
+            self._bytes -= size
+            self._requests -= 1
+            self._cond.notify_all()
+
+
