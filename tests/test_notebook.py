@@ -4,13 +4,17 @@ display never reads more than a small preview (on every store)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator, Sequence
 from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import colonnade
 from colonnade import notebook
 from colonnade.storage.base import ChunkRef
 from colonnade.store import Store
@@ -157,3 +161,44 @@ def test_table_escapes_every_value() -> None:
     page = Tables(notebook.table(["<a>", "b&"], [["<i>x</i>", '"q"'], [None, 1.5]]))
     assert page.tables == [[["<a>", "b&"], ["<i>x</i>", '"q"'], ["None", "1.5"]]]
     assert page.tags.count("i") == 0 and page.tags.count("a") == 0
+
+
+def test_an_ingest_shows_its_progress_in_a_notebook_cell(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar is one display, updated in place; here IPython's display is a recording stand-in
+    (IPython is not a dependency of Colonnade)."""
+    import sys
+    import types
+
+    from colonnade.ingest.pipeline import ingest
+    from colonnade.notebook import NotebookProgress
+
+    shown: list[str] = []
+
+    class Handle:
+        def update(self, obj: Any) -> None:
+            shown.append(obj.data)
+
+    class HTML:
+        def __init__(self, data: str) -> None:
+            self.data = data
+
+    def display(obj: Any, display_id: bool = False) -> Handle:
+        assert display_id  # updated in place, not a new output per update
+        shown.append(obj.data)
+        return Handle()
+
+    fake = types.ModuleType("IPython.display")
+    fake.HTML, fake.display = HTML, display  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    monkeypatch.setitem(sys.modules, "IPython.display", fake)
+    path = tmp_path / "big.csv"
+    path.write_text("id,name\n" + "".join(f"{i},n{i % 97}\n" for i in range(400_000)))
+    with colonnade.connect(str(tmp_path / "s.db")) as store, NotebookProgress(refresh_s=0) as progress:
+        result = ingest(store, "t", [path], progress=progress)
+    assert result.rows == 400_000
+    values = [int(m) for m in re.findall(r'<progress value="(\d+)"', "".join(shown))]
+    assert values == sorted(values) and values[-1] == path.stat().st_size and len(set(values)) > 2
+    assert "done: 400,000 rows" in shown[-1] and "s left" in "".join(shown[1:-1])
+    for html_text in shown:
+        HTMLParser().feed(html_text)  # well-formed enough to parse

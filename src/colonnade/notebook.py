@@ -12,9 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from colonnade.ingest.progress import Progress
 
 if TYPE_CHECKING:
     from colonnade.store import Explain, Store
@@ -195,3 +198,68 @@ def _plural(n: int, word: str) -> str:
 
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+class NotebookProgress(Progress):
+    """An ingest's progress as an HTML bar in a notebook cell, updated in place through an
+    IPython display handle (no widget library needed): bytes parsed of the whole input, rows,
+    rows per second and the time left at that rate. Pass it to an ingest::
+
+        from colonnade.ingest.pipeline import ingest
+        from colonnade.notebook import NotebookProgress
+        with NotebookProgress() as progress:
+            ingest(store, "trips", ["trips.csv"], progress=progress)
+    """
+
+    def __init__(self, refresh_s: float = 0.25) -> None:
+        from IPython.display import HTML, display
+
+        self._refresh_s = refresh_s
+        self._total = self._done_before = self._bytes = self._rows = self._rows_before = 0
+        self._started = time.perf_counter()
+        self._shown = 0.0
+        self._name = ""
+        self._html = HTML
+        self._handle = display(HTML(self._render()), display_id=True)
+
+    def start(self, files: int, total_bytes: int) -> None:
+        self._total = total_bytes
+        self._started = time.perf_counter()
+        self._show(force=True)
+
+    def start_file(self, path: str, total_bytes: int) -> None:
+        self._name = path
+
+    def update(self, bytes_done: int, rows: int) -> None:
+        self._bytes, self._rows = bytes_done, rows
+        self._show()
+
+    def skip_file(self, path: str, total_bytes: int) -> None:
+        self._done_before += total_bytes
+
+    def end_file(self) -> None:
+        self._done_before += self._bytes
+        self._rows_before += self._rows
+        self._bytes = self._rows = 0
+
+    def close(self) -> None:
+        self._show(force=True, final=True)
+
+    def _show(self, force: bool = False, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._shown < self._refresh_s:
+            return
+        self._shown = now
+        if self._handle is not None:
+            self._handle.update(self._html(self._render(final)))
+
+    def _render(self, final: bool = False) -> str:
+        total, done = self._total, self._done_before + self._bytes
+        rows = self._rows_before + self._rows
+        elapsed = time.perf_counter() - self._started
+        rate = rows / elapsed if elapsed > 0 else 0.0
+        left = (total - done) * elapsed / done if done and total > done and not final else 0.0
+        what = "done" if final else (html.escape(self._name) or "starting")
+        return (f'<div><progress value="{done}" max="{max(total, 1)}" style="width: 40em"></progress> '
+                f"{what}: {rows:,} rows, {rate:,.0f} rows/s"
+                f"{f', about {left:,.0f} s left' if left else ''}</div>")
