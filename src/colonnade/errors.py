@@ -109,6 +109,16 @@ class CorruptCommitError(ColonnadeError):
         self.reason = reason
 
 
+class CorruptCheckpointError(ColonnadeError):
+    """A checkpoint that cannot be read; readers fall back to an older one or the log."""
+
+    def __init__(self, dataset: str, version: int, reason: str) -> None:
+        super().__init__(f"dataset {dataset!r}: checkpoint of version {version} is unreadable: {reason}")
+        self.dataset = dataset
+        self.version = version
+        self.reason = reason
+
+
 class IngestError(ColonnadeError):
     """An ingest failed; nothing of it was committed."""
 

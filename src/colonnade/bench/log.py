@@ -90,6 +90,7 @@ def _measure(uri: str, name: str, repeats: int) -> dict[str, float]:
 def main(commits: int = COMMITS, small: int = SMALL, store: str | None = None, out: Path | str | None = None,
          repeats: int = REPEATS, echo: Callable[[str], None] = print) -> dict[str, Any]:
     import colonnade
+    from colonnade.config import parse_store_uri
     from colonnade.table.log import checkpoint_interval
 
     directory = Path(out or "bench-results")
@@ -106,7 +107,7 @@ def main(commits: int = COMMITS, small: int = SMALL, store: str | None = None, o
     results = {key: {**_measure(uri, name, repeats), **fills[key]} for key, name in names.items()}
     keys = ("open_s", "open_plan_s", "sql_s", "source_lookup_s", "replay_s")
     ratios = {k: results["long"][k] / results["short"][k] if results["short"][k] else None for k in keys}
-    report = {"store": uri if store is None else str(colonnade.connect(uri).uri), "commits": commits,
+    report = {"store": str(parse_store_uri(uri).display), "commits": commits,
               "small": small, "repeats": repeats, "checkpoint_interval": checkpoint_interval(),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "platform": platform.platform()},

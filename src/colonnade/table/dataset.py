@@ -16,6 +16,7 @@ from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import ChunkFormatError, decode_chunk
 from colonnade.errors import (
     CommitConflictError,
+    CorruptCheckpointError,
     CorruptChunkError,
     DatasetExistsError,
     SchemaError,
@@ -364,7 +365,7 @@ class Dataset:
                     problems.append(CorruptChunkError(self.name, c, seg.segment, "chunk is missing from the store"))
         return checked, problems
 
-    def verify_checkpoints(self) -> tuple[int, list[log.CorruptCheckpointError]]:
+    def verify_checkpoints(self) -> tuple[int, list[CorruptCheckpointError]]:
         """Decode every checkpoint (checksums); returns (checkpoints checked, damaged ones).
         Readers skip a damaged checkpoint for an older one or the log, so none is fatal."""
         damaged = []
@@ -373,9 +374,9 @@ class Dataset:
             data = self.store.get_checkpoint(self.name, version)
             try:
                 if data is None:
-                    raise log.CorruptCheckpointError(self.name, version, "missing")
+                    raise CorruptCheckpointError(self.name, version, "missing")
                 log.decode_checkpoint(self.name, version, data)
-            except log.CorruptCheckpointError as exc:
+            except CorruptCheckpointError as exc:
                 damaged.append(exc)
         return len(versions), damaged
 

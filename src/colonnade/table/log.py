@@ -26,7 +26,7 @@ import os
 import struct
 import zlib
 
-from colonnade.errors import ColonnadeError, VersionNotFoundError
+from colonnade.errors import CorruptCheckpointError, VersionNotFoundError
 from colonnade.storage.base import ChunkStore
 from colonnade.table.commits import Commit, SegmentEntry, Snapshot
 
@@ -34,14 +34,6 @@ MAGIC = b"CLNCKPT"
 CHECKPOINT_FORMAT = 1
 _HEADER = struct.Struct(">7sBII")
 DEFAULT_CHECKPOINT_INTERVAL = 100
-
-
-class CorruptCheckpointError(ColonnadeError):
-    def __init__(self, dataset: str, version: int, reason: str) -> None:
-        super().__init__(f"dataset {dataset!r}: checkpoint of version {version} is unreadable: {reason}")
-        self.dataset = dataset
-        self.version = version
-        self.reason = reason
 
 
 def checkpoint_interval() -> int:
