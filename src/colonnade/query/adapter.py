@@ -38,7 +38,6 @@ from colonnade.query.where import (
     sql_text,
 )
 from colonnade.table.scan import Scan, ScanMetrics, read_schema
-from colonnade.table.writer import segment_stats_from_json
 
 if TYPE_CHECKING:
     import duckdb
@@ -96,7 +95,7 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
             return
 
         def read_stats(partitions: list[str]) -> dict[str, dict[str, ChunkStats]]:
-            return {r.segment: segment_stats_from_json(r.stats) for r in ds.store.get_segments(ds.name, partitions)}
+            return ds.segment_stats(snapshot, partitions)
 
         self._where = prune(runner, ds.spec, schema, node, snapshot.segments, read_stats)
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.config import WriteSettings
-from colonnade.encoding.chunk import ChunkFormatError, decode_chunk
+from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import (
     CommitConflictError,
     CorruptCheckpointError,
@@ -145,6 +145,19 @@ class Dataset:
                                   f"with {'; '.join(differences)}: nothing committed") from None
             self.spec = existing
         self.recorded = True
+
+    def segment_stats(self, snapshot: Snapshot, partitions: Iterable[str] | None = None
+                      ) -> dict[str, dict[str, ChunkStats]]:
+        """Per-column statistics (rows, nulls, min, max, bytes) of the live segments of
+        ``snapshot`` in ``partitions`` (all by default), by segment id. A live segment whose
+        index row is missing is absent from the answer (callers name it as corrupt)."""
+        wanted = None if partitions is None else set(partitions)
+        live = {s.segment for s in snapshot.segments if wanted is None or s.partition in wanted}
+        if not live:
+            return {}
+        keys = sorted({s.partition for s in snapshot.segments if s.segment in live})
+        return {r.segment: segment_stats_from_json(r.stats)
+                for r in self.store.get_segments(self.name, keys) if r.segment in live}
 
     def find_source(self, source: str) -> int | None:
         """The version of the commit that recorded source identity ``source``, if any (one

@@ -28,7 +28,6 @@ from colonnade.query.expressions import Node, columns_of, field_names, parse_exp
 from colonnade.query.pruning import partition_may_match, segment_may_match
 from colonnade.storage.base import ChunkRef
 from colonnade.table.commits import SegmentEntry, Snapshot
-from colonnade.table.writer import segment_stats_from_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,8 +152,7 @@ class Scan:
             if where is not None and all(s in where.stats for s in live):
                 stats_by_id = where.stats
             else:
-                rows = ds.store.get_segments(ds.name, list(kept))
-                stats_by_id = {r.segment: segment_stats_from_json(r.stats) for r in rows if r.segment in live}
+                stats_by_id = ds.segment_stats(snapshot, list(kept))
             for s in snapshot.segments:  # commit order
                 if s.segment not in live or (where is not None and s.segment in where.segments):
                     continue
