@@ -17,8 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from colonnade.errors import SpecError
-from colonnade.query.expressions import Compare
-from colonnade.query.pruning import partition_may_match
+from colonnade.expressions.pruning import partition_may_match
+from colonnade.expressions.tree import Compare
 from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.transforms import (
     Bucket,

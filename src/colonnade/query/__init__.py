@@ -1,7 +1,7 @@
 """SQL through DuckDB: the Arrow dataset adapter, predicate reading and pruning rules.
 
-``ColonnadeArrowDataset`` is loaded on first use: ``table.scan`` imports this package's
-expression and pruning modules, and the adapter imports ``table.scan`` back.
+``ColonnadeArrowDataset`` is loaded on first use (it imports pyarrow.dataset). This package
+builds on ``table`` (scans) and ``expressions``; neither imports it.
 """
 
 from __future__ import annotations

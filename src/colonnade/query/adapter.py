@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 
 from colonnade._lazy import import_pyarrow_dataset
 from colonnade.errors import ColonnadeError
-from colonnade.query.expressions import And, columns_of, parse_expression
-from colonnade.query.probes import ProbeRunner, WherePruning, bind, prune
+from colonnade.expressions.tree import And, columns_of, parse_expression
+from colonnade.query.probes import ProbeRunner, bind, prune
 from colonnade.query.where import (
     DatasetWhere,
     Probe,
@@ -37,7 +37,7 @@ from colonnade.query.where import (
     replace_probes,
     sql_text,
 )
-from colonnade.table.scan import Scan, ScanMetrics, read_schema
+from colonnade.table.scan import Pruned, Scan, ScanMetrics, read_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -63,7 +63,7 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
         self._lock = threading.Lock()
         self.scans: list[ScanMetrics] = []
         self.errors: list[ColonnadeError] = []
-        self._where: WherePruning | None = None
+        self._where: Pruned | None = None
         self._rejected: list[Rejected] = []
         self._notes: list[str] = []
 

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from colonnade.encoding.chunk import ChunkStats
-from colonnade.query.expressions import And, Node, Or
+from colonnade.expressions.tree import And, Node, Or
 from colonnade.query.where import PLACEHOLDER, Probe, Rejected, probes_of, replace_probes
+from colonnade.table.scan import Pruned
 
 if TYPE_CHECKING:
     import duckdb
@@ -410,20 +411,9 @@ def segment_bounds(stats: dict[str, ChunkStats], rows: int) -> Callable[[str], l
     return bounds
 
 
-@dataclass(frozen=True)
-class WherePruning:
-    """Partitions and segments a query's WHERE clauses rule out, decided before the scan, and
-    the segment statistics read to decide them (so the scan does not read them again)."""
-
-    partitions: frozenset[str]
-    segments: frozenset[str]
-    stats: dict[str, dict[str, ChunkStats]]
-    columns: frozenset[str]
-
-
 def prune(runner: ProbeRunner, spec: DatasetSpec, schema: pa.Schema, node: Node,
           segments: tuple[SegmentEntry, ...],
-          read_stats: Callable[[list[str]], dict[str, dict[str, ChunkStats]]]) -> WherePruning:
+          read_stats: Callable[[list[str]], dict[str, dict[str, ChunkStats]]]) -> Pruned:
     """Rule out partitions (by their values) and then segments (by their statistics)."""
     by_partition: dict[str, list[SegmentEntry]] = {}
     for s in segments:
@@ -455,4 +445,4 @@ def prune(runner: ProbeRunner, spec: DatasetSpec, schema: pa.Schema, node: Node,
                     decider.add(column, x)
     decider.run()
     out_segments = {seg for seg, b in seg_bounds.items() if not decider.may_match(b)}
-    return WherePruning(frozenset(out_partitions), frozenset(out_segments), stats, columns)
+    return Pruned(frozenset(out_partitions), frozenset(out_segments), stats, columns)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from colonnade.query.expressions import And, Node, Or, Unknown
+from colonnade.expressions.tree import And, Node, Or, Unknown
 
 if TYPE_CHECKING:
     import duckdb

@@ -24,15 +24,14 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.query.expressions import Node, columns_of, field_names, parse_expression
-from colonnade.query.pruning import partition_may_match, segment_may_match
+from colonnade.expressions.pruning import partition_may_match, segment_may_match
+from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
 from colonnade.storage.base import ChunkRef
 from colonnade.table.commits import SegmentEntry, Snapshot
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from colonnade.query.probes import WherePruning
     from colonnade.table.dataset import Dataset
 
 #: Bytes of chunks fetched per window (one store request, decoded in parallel).
@@ -61,6 +60,17 @@ class ScanMetrics:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """Partitions and segments ruled out before a scan (by a SQL query's WHERE clauses), and the
+    segment statistics read to decide them (so the scan does not read them again)."""
+
+    partitions: frozenset[str]
+    segments: frozenset[str]
+    stats: dict[str, dict[str, ChunkStats]]
+    columns: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ class Scan:
     filter: pc.Expression | None = None
     version: int | None = None
     snapshot: Snapshot | None = None
-    pruned: WherePruning | None = None  # decided beforehand from a SQL query's WHERE clauses
+    pruned: Pruned | None = None  # decided beforehand from a SQL query's WHERE clauses
 
     # -- builder
     def select(self, *columns: str) -> Scan:

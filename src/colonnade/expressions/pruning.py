@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from colonnade.encoding.chunk import ChunkStats, physical_value
-from colonnade.query.expressions import And, Compare, Node, Or, Unknown
+from colonnade.expressions.tree import And, Compare, Node, Or, Unknown
 from colonnade.schema.spec import DatasetSpec
 
 
