@@ -101,3 +101,20 @@ def _schema():  # type: ignore[no-untyped-def]
     import pyarrow as pa
 
     return pa.schema([("id", pa.int64())])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90d", 90 * 86_400), ("12h", 43_200), ("30m", 1_800),
+                                               ("45s", 45), ("2w", 1_209_600), ("1.5h", 5_400), (" 7D ", 604_800)])
+def test_durations_are_read_with_their_unit(text: str, seconds: float) -> None:
+    from colonnade.config import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "d", "7y", "-1d", "seven days", "7 d x"])
+def test_a_duration_without_a_known_unit_is_refused_in_one_line(text: str) -> None:
+    from colonnade.config import parse_duration
+    from colonnade.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="invalid duration"):
+        parse_duration(text)

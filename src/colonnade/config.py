@@ -143,3 +143,20 @@ class WriteSettings:
     @property
     def ipc_compression(self) -> str:
         return {"zstd": "zstd", "lz4": "lz4", "none": "none"}[self.compression]
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration written as a number and a unit: ``90d``, ``12h``, ``30m``, ``45s``,
+    ``2w`` (ConfigError otherwise). Retention and expiry options take these."""
+    cleaned = text.strip().lower()
+    number, unit = cleaned[:-1], cleaned[-1:]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _DURATION_UNITS or value < 0 or not number:
+        raise ConfigError(f"invalid duration {text!r}: write a number and a unit (s, m, h, d or w), e.g. 7d or 12h")
+    return value * _DURATION_UNITS[unit]
