@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -21,6 +22,9 @@ from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
+
+if TYPE_CHECKING:
+    from colonnade.ingest.pipeline import IngestResult
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
@@ -125,6 +129,15 @@ class Store:
         spec = DatasetSpec.create(name, schema, partition_by, sort_by, segment_rows=segment_rows,
                                   compression=compression, created=time.time())
         return Dataset(self.chunk_store, spec, recorded=False)
+
+    def ingest(self, name: str, paths: str | Path | Iterable[str | Path], **options: Any) -> IngestResult:
+        """Ingest files (CSV, TSV, Parquet, Arrow IPC) into dataset ``name``, created from the
+        first file's schema if absent; each file is one commit, and a file ingested before is
+        skipped unless ``force=True``. ``options`` are those of :func:`colonnade.ingest.ingest`
+        (``partition_by``, ``sort_by``, ``schema_mode``, ``on_error``, ``progress``, ...)."""
+        from colonnade.ingest.pipeline import ingest
+
+        return ingest(self, name, paths, **options)
 
     def resolve(self, name: str) -> str:
         """The stored name of dataset ``name``, matched as SQL matches names (ignoring case);

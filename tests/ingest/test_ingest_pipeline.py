@@ -23,7 +23,6 @@ from colonnade.ingest import (
 )
 from colonnade.ingest.pipeline import ALREADY_INGESTED, read_ahead
 from colonnade.store import Store
-from colonnade.table.dataset import AppendResult
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +38,8 @@ def test_rerun_adds_nothing_and_force_appends_again(db: Store, tmp_path: Path) -
     again = ingest(db, "t", path)
     assert again.rows == 0 and again.version is None
     assert again.files[0].skipped == ALREADY_INGESTED
-    assert "already ingested, 0 rows added; use --force to append again" in summary_line(again)
+    assert "already ingested, 0 rows added" in summary_line(again)
+    assert "--force" not in summary_line(again)  # the library names no command-line flag
     assert version_of(db, "t") == 1
     forced = ingest(db, "t", path, force=True)
     assert forced.rows == 10 and forced.version == 2
@@ -96,11 +96,16 @@ def test_result_to_dict_and_summary_line(db: Store, tmp_path: Path) -> None:
     assert line.endswith(" rows/s, 0 rejected")
 
 
-def test_append_with_a_path_goes_through_the_pipeline(db: Store, tmp_path: Path) -> None:
+def test_files_are_ingested_through_the_store_and_append_takes_arrow_data(db: Store, tmp_path: Path) -> None:
     ds = db.create_dataset("t", pa.schema([("id", pa.int64()), ("region", pa.string())]))
-    result = ds.append(write(tmp_path / "a.csv", 0, 5))
-    assert isinstance(result, AppendResult) and result.rows == 5 and result.version == 1
-    assert ds.append(tmp_path / "a.csv").skipped
+    with pytest.raises(SchemaError, match=r"append takes Arrow data.*store.ingest\('t', paths\)"):
+        ds.append(write(tmp_path / "a.csv", 0, 5))
+    assert ds.version == 0
+    result = db.ingest("t", tmp_path / "a.csv")
+    assert result.rows == 5 and result.version == 1
+    again = db.ingest("t", [tmp_path / "a.csv"])
+    assert again.rows == 0 and again.files[0].skipped == "already ingested, 0 rows added"
+    assert db.ingest("t", [str(tmp_path / "a.csv")], force=True).version == 2
 
 
 def test_schema_mode_merge_adds_new_columns(db: Store, tmp_path: Path) -> None:

@@ -149,9 +149,14 @@ def ingest_progress(enabled: bool) -> Iterator[Progress]:
 
 
 def summary(result: Any) -> str:
+    """The ingest's summary line, with the flag that appends already ingested files again."""
+    from colonnade.ingest.pipeline import ALREADY_INGESTED
     from colonnade.ingest.progress import summary_line
 
-    return str(summary_line(result))
+    line = str(summary_line(result))
+    if any(f.skipped == ALREADY_INGESTED for f in result.files):
+        line += "; use --force to append again"
+    return line
 
 
 @contextmanager

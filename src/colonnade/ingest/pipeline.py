@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-ALREADY_INGESTED = "already ingested, 0 rows added; use --force to append again"
+ALREADY_INGESTED = "already ingested, 0 rows added"
 
 
 @dataclass

@@ -272,17 +272,14 @@ class Dataset:
                schema_mode: str = "strict", settings: WriteSettings | None = None,
                on_batch: Callable[[pa.RecordBatch], None] | None = None, kind: str = "append",
                info: dict[str, Any] | None = None) -> AppendResult:
-        """Append a table, batch, reader, iterable of batches, or a file path.
+        """Append a table, batch, reader or iterable of batches (files: ``Store.ingest``).
 
         ``source`` is the identity of the input: if a commit with it exists, nothing is appended
         (unless ``force``). Nothing is visible until the final commit record is written.
         """
         if isinstance(data, str | Path):
-            from colonnade.ingest.pipeline import ingest_files
-
-            done = ingest_files(self, [Path(data)], force=force, schema_mode=schema_mode)
-            return AppendResult(done.version, done.rows, done.segments, done.bytes,
-                                skipped=done.skipped, reason=done.reason)
+            raise SchemaError(f"append takes Arrow data, not a path ({str(data)!r}): files are read by "
+                              f"store.ingest({self.name!r}, paths), which checks and locates bad rows")
         if source is not None and not force and self.find_source(source) is not None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason=f"source {source} was already ingested")
         batches = _as_batches(data)
