@@ -185,3 +185,25 @@ def test_a_long_run_of_appends_keeps_no_files_open(tmp_path: Path) -> None:
             ds.append(pa.table({"id": [i]}))
         assert len(os.listdir("/proc/self/fd")) <= before + 6
         assert ds.snapshot().rows == 150
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_applying_commits_in_any_split_gives_the_replayed_state(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    live: list[str] = []
+    commits = []
+    for version in range(1, 60):
+        removed = rng.sample(live, k=min(len(live), rng.choice([0, 0, 0, 1, 3]))) if live else []
+        added = [SegmentEntry(f"s{version}-{i}", f"p{rng.randrange(3)}", 1, 0, ()) for i in range(rng.randrange(3))]
+        live = [s for s in live if s not in removed] + [s.segment for s in added]
+        commits.append(Commit.new("append", added=added, removed=removed).at_version(version))
+    whole = Snapshot.replay("t", commits)
+    assert [s.segment for s in whole.segments] == live
+    cut = sorted(rng.sample(range(1, 59), k=5))
+    step = Snapshot.empty("t")
+    for lo, hi in zip([0, *cut], [*cut, 59], strict=True):
+        step = step.apply(commits[lo:hi])
+    assert step.segments == whole.segments and step.version == whole.version == 59
+    assert Snapshot.replay("t", commits, version=30).segments == Snapshot.replay("t", commits[:30]).segments

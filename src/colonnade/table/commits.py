@@ -353,21 +353,26 @@ class Snapshot:
 
     def apply(self, commits: Iterable[Commit], version: int | None = None) -> Snapshot:
         """This snapshot with ``commits`` (newer ones, in version order) applied, up to ``version``."""
-        commits = list(commits)
+        commits = [c for c in commits if version is None or c.version <= version]
         if not commits:
             return self  # nothing newer: no copy of the live segments
-        live = {s.segment: s for s in self.segments}
+        if any(isinstance(a, RemoveSegments) for c in commits for a in c.actions):
+            live = {s.segment: s for s in self.segments}
+            added: list[SegmentEntry] | None = None
+        else:  # appends only (a stream's commits): extend the tuple, no dictionary of every segment
+            live, added = {}, []
         schema, properties, txns, at = self.schema, dict(self.properties), dict(self.txns), self.version
         for c in commits:
-            if version is not None and c.version > version:
-                break
             for action in c.actions:
                 if isinstance(action, RemoveSegments):
                     for sid in action.segments:
                         live.pop(sid, None)
                 elif isinstance(action, AddSegments):
-                    for s in action.segments:
-                        live[s.segment] = s
+                    if added is not None:
+                        added.extend(action.segments)
+                    else:
+                        for s in action.segments:
+                            live[s.segment] = s
                 elif isinstance(action, SetSchema):
                     schema = action.schema
                 elif isinstance(action, SetProperties):
@@ -375,7 +380,8 @@ class Snapshot:
                 elif isinstance(action, Txn):
                     txns[action.app_id] = (action.version, c.version)
             at = c.version
-        return Snapshot(self.dataset, at, tuple(live.values()), schema, properties, txns)
+        segments = self.segments + tuple(added) if added is not None else tuple(live.values())
+        return Snapshot(self.dataset, at, segments, schema, properties, txns)
 
     @classmethod
     def replay(cls, dataset: str, commits: list[Commit], version: int | None = None) -> Snapshot:
