@@ -7,6 +7,7 @@ the rows that are read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -92,30 +93,43 @@ def partition_may_match(node: Node | None, spec: DatasetSpec, values: tuple[Any,
     return _evaluate(node, leaf)
 
 
+def segment_pruner(node: Node | None, schema: pa.Schema) -> Callable[[dict[str, ChunkStats], int], bool]:
+    """``segment_may_match`` for one predicate over many segments: the literals are cast to
+    their columns' types once (a scan plans thousands of segments with one filter)."""
+    casts: dict[int, tuple[Any, ...] | None] = {}
+
+    def physical(c: Compare) -> tuple[Any, ...] | None:
+        key = id(c)
+        if key not in casts:
+            cast = _cast_values(c, schema.field(c.column).type)
+            values = None if cast is None else tuple(physical_value(v) for v in cast)
+            casts[key] = None if values is None or any(v is None for v in values) else values
+        return casts[key]
+
+    def may_match(stats: dict[str, ChunkStats], rows: int) -> bool:
+        def leaf(c: Compare) -> bool:
+            if c.column not in schema.names:
+                return True
+            s = stats.get(c.column)
+            nulls, lo, hi = (rows, None, None) if s is None else (s.nulls, s.min, s.max)
+            if c.op == "is_null":
+                return nulls > 0
+            if c.op == "is_valid":
+                return nulls < rows
+            if nulls >= rows:
+                return False
+            if lo is None or hi is None:
+                return True
+            values = physical(c)
+            return True if values is None else _compare_values(c.op, lo, hi, values)
+
+        return _evaluate(node, leaf)
+
+    return may_match
+
+
 def segment_may_match(node: Node | None, schema: pa.Schema, stats: dict[str, ChunkStats], rows: int) -> bool:
     """False only if the segment's chunk statistics prove that no row matches."""
     if node is None:
         return True
-
-    def leaf(c: Compare) -> bool:
-        if c.column not in schema.names:
-            return True
-        s = stats.get(c.column)
-        nulls, lo, hi = (rows, None, None) if s is None else (s.nulls, s.min, s.max)
-        if c.op == "is_null":
-            return nulls > 0
-        if c.op == "is_valid":
-            return nulls < rows
-        if nulls >= rows:
-            return False
-        if lo is None or hi is None:
-            return True
-        cast = _cast_values(c, schema.field(c.column).type)
-        if cast is None:
-            return True
-        values = tuple(physical_value(v) for v in cast)
-        if any(v is None for v in values):
-            return True
-        return _compare_values(c.op, lo, hi, values)
-
-    return _evaluate(node, leaf)
+    return segment_pruner(node, schema)(stats, rows)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.expressions.pruning import partition_may_match, segment_may_match
+from colonnade.expressions.pruning import partition_may_match, segment_pruner
 from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
 from colonnade.storage.base import ChunkRef
 from colonnade.table.commits import SegmentEntry, Snapshot
@@ -163,13 +163,14 @@ class Scan:
                 stats_by_id = where.stats
             else:
                 stats_by_id = ds.segment_stats(snapshot, list(kept))
+            may_match = None if node is None else segment_pruner(node, schema)
             for s in snapshot.segments:  # commit order
                 if s.segment not in live or (where is not None and s.segment in where.segments):
                     continue
                 stats = stats_by_id.get(s.segment)
                 if stats is None:
                     raise CorruptChunkError(ds.name, "*", s.segment, "segment index row is missing")
-                if segment_may_match(node, schema, stats, s.rows):
+                if may_match is None or may_match(stats, s.rows):
                     planned.append(PlannedSegment(s, stats))
         metrics.segments_scanned = len(planned)
         return ScanPlan(snapshot, tuple(columns), tuple(read_columns), tuple(planned),
