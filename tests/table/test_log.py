@@ -92,6 +92,40 @@ def test_a_store_written_in_commit_format_1_still_reads(tmp_path: Path) -> None:
         assert latest.verify()[1] == []
 
 
+def test_the_log_carries_segment_statistics_and_planning_reads_no_segment_index(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.compute as pc
+
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64()), ("cat", pa.string())]), partition_by="cat")
+    for lo in (0, 10, 20):
+        ds.append(pa.table({"id": list(range(lo, lo + 10)), "cat": ["a"] * 5 + ["b"] * 5}))
+    entry = ds.history()[0].added[0]
+    assert entry.stats is not None and json.loads(entry.stats)["id"][:4] == [5, 0, 0, 4]  # rows, nulls, min, max
+    requests: list[object] = []
+    real = type(store.chunk_store).get_segments
+    monkeypatch.setattr(type(store.chunk_store), "get_segments",
+                        lambda self, *a, **k: requests.append(a) or real(self, *a, **k))
+    plan = store.dataset("t").scan(filter=pc.field("id") >= 25).plan()
+    assert [s.entry.rows for s in plan.segments] == [5] and plan.metrics.segments_total == 6
+    assert ids(store.dataset("t").scan(filter=pc.field("id") >= 25).to_arrow()) == list(range(25, 30))
+    assert requests == []  # statistics came from the log, not from the segment index
+
+
+def test_segments_committed_before_the_log_carried_statistics_plan_from_the_segment_index(tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+
+    path = tmp_path / "old.db"
+    shutil.copy(GOLDEN, path)
+    with colonnade.connect(str(path)) as store:
+        ds = store.dataset("events")
+        assert all(s.stats is None for s in ds.snapshot().segments)
+        assert ids(ds.scan(filter=pc.field("id") > 7).to_arrow()) == [8]
+        ds.append(pa.table({"id": [9], "cat": ["q"], "day": [None], "score": [2.0]}))
+        mixed = store.dataset("events").snapshot()
+        assert [s.stats is None for s in mixed.segments].count(False) == 1
+        assert ids(store.dataset("events").scan(filter=pc.field("id") >= 8).to_arrow()) == [8, 9]
+
+
 # -- checkpoints --------------------------------------------------------------------------------
 @pytest.fixture
 def every_five(monkeypatch: pytest.MonkeyPatch) -> None:

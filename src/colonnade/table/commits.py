@@ -18,7 +18,13 @@ Format 2, as stored (JSON)::
        "read_version": 3, "writer": "colonnade 0.1.0", "info": {"input": "a.csv"}},
       {"type": "txn", "app_id": "file:/data/a.csv:512:sha256:…", "version": 1},
       {"type": "add_segments", "segments": [{"segment": "0b9e…", "partition": "cat=a", "rows": 2,
-       "bucket": 0, "values": ["a"], "dictionary": ["cat"]}]}]}
+       "bucket": 0, "values": ["a"], "dictionary": ["cat"],
+       "stats": "{\\"cat\\":[2,0,\\"a\\",\\"a\\",1,61],\\"n\\":[2,1,4,4,0,58]}"}]}]}
+
+A segment's ``stats`` (per column: rows, nulls, min, max, dictionary-encoded, bytes; the same
+figures as its segment-index row) are JSON text inside the record, decoded only when a scan or a
+metadata answer needs them; segments added before the log carried them have none, and their
+statistics are read from the segment index.
 
 Format 1 records (one flat object per commit) are still read, as the equivalent actions. A
 record of an unknown format or with an unknown action type is an error naming the dataset and
@@ -59,16 +65,24 @@ class SegmentEntry:
     bucket: int
     values: tuple[Any, ...]  # partition values, one per transform
     dictionary: frozenset[str] = frozenset()  # columns stored dictionary-encoded
+    #: per-column statistics as JSON text, ``{"col": [rows, nulls, min, max, dictionary, bytes]}``
+    #: (None in commits written before the log carried them: the segment index has them)
+    stats: str | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"segment": self.segment, "partition": self.partition, "rows": self.rows,
-                "bucket": self.bucket, "values": [_value_to_json(v) for v in self.values],
-                "dictionary": sorted(self.dictionary)}
+        out = {"segment": self.segment, "partition": self.partition, "rows": self.rows,
+               "bucket": self.bucket, "values": [_value_to_json(v) for v in self.values],
+               "dictionary": sorted(self.dictionary)}
+        if self.stats is not None:
+            out["stats"] = self.stats
+        return out
 
     @classmethod
     def from_dict(cls, v: dict[str, Any]) -> SegmentEntry:
+        stats = v.get("stats")
         return cls(v["segment"], v["partition"], int(v["rows"]), int(v["bucket"]),
-                   tuple(_value_from_json(x) for x in v["values"]), frozenset(v["dictionary"]))
+                   tuple(_value_from_json(x) for x in v["values"]), frozenset(v["dictionary"]),
+                   None if stats is None else str(stats))
 
     @classmethod
     def from_format1(cls, v: list[Any]) -> SegmentEntry:

@@ -36,7 +36,12 @@ from colonnade.table.commits import (
     Snapshot,
 )
 from colonnade.table.scan import Scan
-from colonnade.table.writer import SegmentWriter, segment_stats_from_json, segment_written_at
+from colonnade.table.writer import (
+    SegmentWriter,
+    column_stats_from_text,
+    segment_stats_from_json,
+    segment_written_at,
+)
 
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
@@ -149,15 +154,24 @@ class Dataset:
     def segment_stats(self, snapshot: Snapshot, partitions: Iterable[str] | None = None
                       ) -> dict[str, dict[str, ChunkStats]]:
         """Per-column statistics (rows, nulls, min, max, bytes) of the live segments of
-        ``snapshot`` in ``partitions`` (all by default), by segment id. A live segment whose
-        index row is missing is absent from the answer (callers name it as corrupt)."""
+        ``snapshot`` in ``partitions`` (all by default), by segment id: from the commit log
+        (no store request), or from the segment index for segments committed before the log
+        carried them; such a segment whose index row is missing is absent from the answer
+        (callers name it as corrupt)."""
         wanted = None if partitions is None else set(partitions)
-        live = {s.segment for s in snapshot.segments if wanted is None or s.partition in wanted}
-        if not live:
-            return {}
-        keys = sorted({s.partition for s in snapshot.segments if s.segment in live})
-        return {r.segment: segment_stats_from_json(r.stats)
-                for r in self.store.get_segments(self.name, keys) if r.segment in live}
+        out: dict[str, dict[str, ChunkStats]] = {}
+        unlogged: set[str] = set()  # added before the log carried statistics
+        for s in snapshot.segments:
+            if wanted is None or s.partition in wanted:
+                if s.stats is not None:
+                    out[s.segment] = column_stats_from_text(s.stats)
+                else:
+                    unlogged.add(s.segment)
+        if unlogged:
+            keys = sorted({s.partition for s in snapshot.segments if s.segment in unlogged})
+            out.update((r.segment, segment_stats_from_json(r.stats))
+                       for r in self.store.get_segments(self.name, keys) if r.segment in unlogged)
+        return out
 
     def find_source(self, source: str) -> int | None:
         """The version of the commit that recorded source identity ``source``, if any (one

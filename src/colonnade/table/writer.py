@@ -55,6 +55,25 @@ def segment_stats_json(stats: dict[str, ChunkStats]) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
+def column_stats_text(stats: dict[str, ChunkStats]) -> str:
+    """A segment's statistics as the commit log carries them (see ``SegmentEntry.stats``)."""
+    return json.dumps({c: s.to_json() for c, s in stats.items()}, separators=(",", ":"))
+
+
+_TEXT_CACHE: dict[str, dict[str, ChunkStats]] = {}
+
+
+def column_stats_from_text(text: str) -> dict[str, ChunkStats]:
+    """Decode ``SegmentEntry.stats`` (cached by content: segments are immutable)."""
+    stats = _TEXT_CACHE.get(text)
+    if stats is None:
+        stats = {c: ChunkStats.from_json(v) for c, v in json.loads(text).items()}
+        if len(_TEXT_CACHE) >= _STATS_CACHE_MAX:
+            _TEXT_CACHE.clear()
+        _TEXT_CACHE[text] = stats
+    return stats
+
+
 def segment_written_at(data: bytes) -> float:
     return float(json.loads(data).get("at", 0.0))
 
@@ -159,7 +178,7 @@ class SegmentWriter:
                   for name, (data, _) in zip(p.names, encoded, strict=True)]
         row = SegmentRow(p.partition, p.segment, self.commit_id, p.rows, p.bucket, segment_stats_json(stats))
         entry = SegmentEntry(p.segment, p.partition, p.rows, p.bucket, p.values,
-                             frozenset(n for n, st in stats.items() if st.dictionary))
+                             frozenset(n for n, st in stats.items() if st.dictionary), column_stats_text(stats))
         return row, chunks, entry
 
     def _check(self) -> None:
