@@ -241,3 +241,20 @@ def test_applying_commits_in_any_split_gives_the_replayed_state(seed: int) -> No
         step = step.apply(commits[lo:hi])
     assert step.segments == whole.segments and step.version == whole.version == 59
     assert Snapshot.replay("t", commits, version=30).segments == Snapshot.replay("t", commits[:30]).segments
+
+
+def test_a_checkpoint_in_format_1_still_reads() -> None:
+    import zlib
+
+    body = json.dumps({"version": 7, "schema": [["id", "int64"]], "properties": {"k": 1},
+                       "segments": [{"segment": "s1", "partition": "d=1", "rows": 3, "bucket": 0,
+                                     "values": [["date", "2024-01-02"]], "dictionary": ["c"]}],
+                       "txns": {"file:a": [1, 4]}}).encode()
+    data = log._HEADER.pack(log.MAGIC, 1, zlib.crc32(body), len(body)) + pa.compress(body, "zstd", asbytes=True)
+    snapshot = log.decode_checkpoint("t", 7, data)
+    import datetime as dt
+
+    assert snapshot.segments == (SegmentEntry("s1", "d=1", 3, 0, (dt.date(2024, 1, 2),), frozenset({"c"})),)
+    assert snapshot.txns == {"file:a": (1, 4)} and snapshot.properties == {"k": 1}
+    again = log.decode_checkpoint("t", 7, log.encode_checkpoint(snapshot))  # written as format 2
+    assert again == snapshot and log.encode_checkpoint(snapshot)[7] == log.CHECKPOINT_FORMAT == 2

@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from colonnade.errors import CorruptCommitError
 
@@ -55,9 +55,10 @@ COMMIT_FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
 
 
-@dataclass(frozen=True)
-class SegmentEntry:
-    """A segment as named by a commit: enough to prune partitions without reading stats."""
+class SegmentEntry(NamedTuple):
+    """A segment as named by a commit: its partition values (to prune partitions) and its
+    statistics (to prune segments and answer from metadata). A named tuple: a dataset opened
+    from a checkpoint makes one per live segment, and tuples cost a fifth of a dataclass."""
 
     segment: str
     partition: str
@@ -67,11 +68,11 @@ class SegmentEntry:
     dictionary: frozenset[str] = frozenset()  # columns stored dictionary-encoded
     #: per-column statistics as JSON text, ``{"col": [rows, nulls, min, max, dictionary, bytes]}``
     #: (None in commits written before the log carried them: the segment index has them)
-    stats: str | None = field(default=None, compare=False, repr=False)
+    stats: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"segment": self.segment, "partition": self.partition, "rows": self.rows,
-               "bucket": self.bucket, "values": [_value_to_json(v) for v in self.values],
+               "bucket": self.bucket, "values": [value_to_json(v) for v in self.values],
                "dictionary": sorted(self.dictionary)}
         if self.stats is not None:
             out["stats"] = self.stats
@@ -81,15 +82,15 @@ class SegmentEntry:
     def from_dict(cls, v: dict[str, Any]) -> SegmentEntry:
         stats = v.get("stats")
         return cls(v["segment"], v["partition"], int(v["rows"]), int(v["bucket"]),
-                   tuple(_value_from_json(x) for x in v["values"]), frozenset(v["dictionary"]),
+                   tuple(value_from_json(x) for x in v["values"]), frozenset(v["dictionary"]),
                    None if stats is None else str(stats))
 
     @classmethod
     def from_format1(cls, v: list[Any]) -> SegmentEntry:
-        return cls(v[0], v[1], int(v[2]), int(v[3]), tuple(_value_from_json(x) for x in v[4]), frozenset(v[5]))
+        return cls(v[0], v[1], int(v[2]), int(v[3]), tuple(value_from_json(x) for x in v[4]), frozenset(v[5]))
 
 
-def _value_to_json(v: Any) -> Any:
+def value_to_json(v: Any) -> Any:
     """Partition values as JSON: scalars as they are, other types tagged (a value is never a list)."""
     if isinstance(v, dt.datetime):
         return ["timestamp", v.isoformat()]
@@ -104,7 +105,7 @@ def _value_to_json(v: Any) -> Any:
     return v
 
 
-def _value_from_json(v: Any) -> Any:
+def value_from_json(v: Any) -> Any:
     if not isinstance(v, list):
         return v
     tag, text = v
