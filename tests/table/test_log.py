@@ -258,3 +258,16 @@ def test_a_checkpoint_in_format_1_still_reads() -> None:
     assert snapshot.txns == {"file:a": (1, 4)} and snapshot.properties == {"k": 1}
     again = log.decode_checkpoint("t", 7, log.encode_checkpoint(snapshot))  # written as format 2
     assert again == snapshot and log.encode_checkpoint(snapshot)[7] == log.CHECKPOINT_FORMAT == 2
+
+
+def test_commit_info_records_the_operation_the_version_read_and_the_writer(store: Store) -> None:
+    import os
+
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+    ds.append(pa.table({"id": [1]}))
+    ds.append(pa.table({"id": [2]}))
+    ds.overwrite(pa.table({"id": [3]}))
+    infos = [c.commit_info for c in store.dataset("t").history()]
+    assert [(i.operation, i.read_version) for i in infos] == [("append", 0), ("append", 1), ("overwrite", 2)]
+    assert all(i.writer.startswith(f"colonnade {colonnade.__version__} on ") and f"(pid {os.getpid()})" in i.writer
+               for i in infos)

@@ -15,7 +15,7 @@ Format 2, as stored (JSON)::
 
     {"format": 2, "actions": [
       {"type": "commit_info", "id": "6f1c…", "operation": "append", "at": 1764000000.0,
-       "read_version": 3, "writer": "colonnade 0.1.0", "info": {"input": "a.csv"}},
+       "read_version": 3, "writer": "colonnade 0.1.0 on host1 (pid 4242)", "info": {"input": "a.csv"}},
       {"type": "txn", "app_id": "file:/data/a.csv:512:sha256:…", "version": 1},
       {"type": "add_segments", "segments": [{"segment": "0b9e…", "partition": "cat=a", "rows": 2,
        "bucket": 0, "values": ["a"], "dictionary": ["cat"],
@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -316,8 +317,11 @@ class Commit:
     @classmethod
     def new(cls, kind: str, added: Iterable[SegmentEntry] = (), removed: Iterable[str] = (),
             source: str | None = None, schema: list[list[str]] | None = None,
-            info: dict[str, Any] | None = None, writer: str = "") -> Commit:
-        actions: list[Action] = [CommitInfo(str(uuid.uuid4()), kind, time.time(), None, writer, info or {})]
+            info: dict[str, Any] | None = None, writer: str | None = None) -> Commit:
+        """A commit of operation ``kind``; ``writer`` names who writes it (default: this build
+        of Colonnade, the host and the process)."""
+        actions: list[Action] = [CommitInfo(str(uuid.uuid4()), kind, time.time(), None,
+                                            default_writer() if writer is None else writer, info or {})]
         if source is not None:
             actions.append(Txn(source, 1))
         if schema is not None:
@@ -329,6 +333,15 @@ class Commit:
         if added:
             actions.append(AddSegments(added))
         return cls(0, tuple(actions))
+
+
+def default_writer() -> str:
+    """``colonnade 0.1.0 on host (pid 1234)``: the writer a commit records by default."""
+    import socket
+
+    from colonnade import __version__
+
+    return f"colonnade {__version__} on {socket.gethostname()} (pid {os.getpid()})"
 
 
 def _format1_actions(v: dict[str, Any]) -> tuple[Action, ...]:
