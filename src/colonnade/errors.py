@@ -67,12 +67,21 @@ class StoreError(ColonnadeError):
 
 
 class CommitConflictError(StoreError):
-    """Another writer won the version this commit tried to take."""
+    """Another writer won the version this commit tried to take; with ``reason``: what that
+    writer committed (``operation``) conflicts with what this commit read or removes, so this
+    commit was not written (see :mod:`colonnade.table.conflicts`)."""
 
-    def __init__(self, dataset: str, version: int) -> None:
-        super().__init__(f"dataset {dataset!r}: version {version} was taken by another writer")
+    def __init__(self, dataset: str, version: int, operation: str | None = None,
+                 reason: str | None = None) -> None:
+        if reason is None:
+            super().__init__(f"dataset {dataset!r}: version {version} was taken by another writer")
+        else:
+            super().__init__(f"dataset {dataset!r}: conflicts with version {version} ({operation}) "
+                             f"committed meanwhile: {reason}; nothing was committed")
         self.dataset = dataset
         self.version = version
+        self.operation = operation
+        self.reason = reason
 
 
 class UnavailableError(StoreError):
