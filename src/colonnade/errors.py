@@ -58,6 +58,17 @@ class SchemaError(DatasetError):
     """Data does not match a dataset's schema, or a schema text is invalid."""
 
 
+class PredicateError(DatasetError):
+    """A predicate (of a delete, a retention) that does not parse, names a column the dataset
+    lacks, or is not true or false."""
+
+    def __init__(self, dataset: str, predicate: str, reason: str) -> None:
+        super().__init__(f"dataset {dataset!r}: bad predicate {predicate.strip()!r}: {reason}")
+        self.dataset = dataset
+        self.predicate = predicate
+        self.reason = reason
+
+
 class SpecError(DatasetError):
     """A partition spec or sort key is invalid."""
 

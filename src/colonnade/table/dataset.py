@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +39,10 @@ from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
 from colonnade.table.scan import Scan
 from colonnade.table.writer import SegmentWriter, segment_stats_from_json, segment_written_at
+
+if TYPE_CHECKING:
+    from colonnade.table.compaction import CompactResult
+    from colonnade.table.deletion import DeleteResult
 
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
@@ -349,6 +353,29 @@ class Dataset:
         removed = [s.segment for s in current.segments]
         return self._commit_entries(commit, entries, writer.bytes_written, removed=removed,
                                     reads=self.reads(current, removes=removed, whole_table=True))
+
+    # -- maintenance that commits (each in its own module)
+    def compact(self, target_rows: int | None = None, partitions: Iterable[str] | None = None) -> CompactResult:
+        """Merge each partition's small segments into segments of up to ``target_rows`` rows
+        (default: ``segment_rows``), in one commit; runs the retention first, if set
+        (see :mod:`colonnade.table.compaction`)."""
+        from colonnade.table.compaction import compact
+
+        return compact(self, target_rows, partitions)
+
+    def delete(self, where: str) -> DeleteResult:
+        """Delete the rows for which the SQL predicate ``where`` is TRUE, in one commit
+        (see :mod:`colonnade.table.deletion`)."""
+        from colonnade.table.deletion import delete
+
+        return delete(self, where)
+
+    def set_retention(self, retain: str | None, on: str | None = None) -> CommitResult:
+        """Keep rows for ``retain`` (e.g. ``90d``) by time column ``on``; None or ``"none"``
+        removes the limit (see :mod:`colonnade.table.retention`)."""
+        from colonnade.table.retention import set_retention
+
+        return set_retention(self, retain, on)
 
     # -- reading
     def scan(self, columns: Iterable[str] | None = None, filter: pc.Expression | None = None,
