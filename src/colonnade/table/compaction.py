@@ -70,6 +70,17 @@ def small_segments(snapshot: Snapshot, target_rows: int,
     return {p: segs for p, segs in groups.items() if len(segs) > 1}
 
 
+def partitions_matching(ds: Dataset, where: str) -> list[str]:
+    """Keys of the live partitions that may hold rows for which the SQL predicate ``where``
+    is TRUE (decided from partition values alone)."""
+    from colonnade.table.predicate import Predicate
+
+    snapshot = ds.snapshot()
+    values = {s.partition: s.values for s in snapshot.segments}
+    with Predicate(ds.name, where, ds.schema_at(snapshot)) as predicate:
+        return sorted(p for p, v in values.items() if predicate.may_match_partition(ds.spec, v))
+
+
 def _sort_key(stats: dict[str, ChunkStats], sort_by: tuple[str, ...]) -> tuple[Any, ...]:
     """A segment's least sort-key value, as far as statistics tell (unknown sorts first)."""
     key = []
