@@ -58,6 +58,17 @@ class SchemaError(DatasetError):
     """Data does not match a dataset's schema, or a schema text is invalid."""
 
 
+class PredicateError(DatasetError):
+    """A predicate (of a delete, a retention) that does not parse, names a column the dataset
+    lacks, or is not true or false."""
+
+    def __init__(self, dataset: str, predicate: str, reason: str) -> None:
+        super().__init__(f"dataset {dataset!r}: bad predicate {predicate.strip()!r}: {reason}")
+        self.dataset = dataset
+        self.predicate = predicate
+        self.reason = reason
+
+
 class SpecError(DatasetError):
     """A partition spec or sort key is invalid."""
 
@@ -67,12 +78,21 @@ class StoreError(ColonnadeError):
 
 
 class CommitConflictError(StoreError):
-    """Another writer won the version this commit tried to take."""
+    """Another writer won the version this commit tried to take; with ``reason``: what that
+    writer committed (``operation``) conflicts with what this commit read or removes, so this
+    commit was not written (see :mod:`colonnade.table.conflicts`)."""
 
-    def __init__(self, dataset: str, version: int) -> None:
-        super().__init__(f"dataset {dataset!r}: version {version} was taken by another writer")
+    def __init__(self, dataset: str, version: int, operation: str | None = None,
+                 reason: str | None = None) -> None:
+        if reason is None:
+            super().__init__(f"dataset {dataset!r}: version {version} was taken by another writer")
+        else:
+            super().__init__(f"dataset {dataset!r}: conflicts with version {version} ({operation}) "
+                             f"committed meanwhile: {reason}; nothing was committed")
         self.dataset = dataset
         self.version = version
+        self.operation = operation
+        self.reason = reason
 
 
 class UnavailableError(StoreError):

@@ -66,3 +66,28 @@ def log(settings: Settings, commits: int, small: int, store_uri: str | None, out
 
     store = store_uri or (settings.store if settings.store_given else None)
     study.main(commits=commits, small=small, store=store, out=out, repeats=repeats)
+
+
+@bench.command("compact")
+@click.option("--segments", type=click.IntRange(min=2), default=1000, show_default=True, metavar="N",
+              help="Small segments (one append each) to compact.")
+@click.option("--segment-rows", type=click.IntRange(min=1), default=4000, show_default=True, metavar="R",
+              help="Rows per small segment.")
+@click.option("--full-rows", type=click.IntRange(min=1), default=65_536, show_default=True, metavar="F",
+              help="Rows per full segment (the datasets' segment rows).")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch "
+                   "SQLite store).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Where compact.json is written.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, metavar="K",
+              help="Repetitions (the median is reported).")
+@pass_settings
+def compact(settings: Settings, segments: int, segment_rows: int, full_rows: int, store_uri: str | None,
+            out: Path | None, repeats: int) -> None:
+    """Compaction of N small segments into full ones vs the store's ingest rate of the same rows."""
+    from colonnade.bench import compact as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(segments=segments, segment_rows=segment_rows, full_rows=full_rows, repeats=repeats,
+               store=store, out=out)

@@ -112,10 +112,11 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from colonnade.cli import bench, cassandra, commands, demo
+    from colonnade.cli import bench, cassandra, commands, demo, maintenance
 
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
                     commands.describe, commands.verify, commands.vacuum, commands.drop,
+                    maintenance.compact, maintenance.delete, maintenance.alter,
                     demo.demo, bench.bench, cassandra.cassandra):
         cli.add_command(command)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +24,7 @@ from colonnade.errors import (
 )
 from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
-from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
+from colonnade.schema.types import schema_from_json, schema_to_json, type_name
 from colonnade.storage.base import ChunkRef, ChunkStore
 from colonnade.table import log
 from colonnade.table.commits import (
@@ -35,6 +35,8 @@ from colonnade.table.commits import (
     SetSchema,
     Snapshot,
 )
+from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
+from colonnade.table.conform import as_batches, conform, merged_schema
 from colonnade.table.scan import Scan
 from colonnade.table.writer import (
     SegmentWriter,
@@ -43,8 +45,24 @@ from colonnade.table.writer import (
     segment_written_at,
 )
 
+if TYPE_CHECKING:
+    from colonnade.table.compaction import CompactResult
+    from colonnade.table.deletion import DeleteResult
+
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What :meth:`Dataset.commit` did: the version it took, or why it committed nothing."""
+
+    version: int | None  # None when nothing was committed (see ``reason``)
+    reason: str = ""
+
+    @property
+    def committed(self) -> bool:
+        return self.version is not None
 
 
 @dataclass(frozen=True)
@@ -57,40 +75,44 @@ class AppendResult:
     reason: str = ""
 
 
-def schema_diff(expected: pa.Schema, got: pa.Schema) -> str:
-    """A readable diff of two schemas, one line per difference."""
-    lines = []
-    exp = {f.name: f.type for f in expected}
-    new = {f.name: f.type for f in logical_schema(got)}
-    for name, t in exp.items():
-        if name not in new:
-            lines.append(f"  - {name}: {type_name(t)} (missing from the data)")
-        elif new[name] != t:
-            lines.append(f"  ~ {name}: {type_name(t)} in the dataset, {type_name(new[name])} in the data")
-    for name, t in new.items():
-        if name not in exp:
-            lines.append(f"  + {name}: {type_name(t)} (not in the dataset)")
-    return "\n".join(lines)
-
-
 class Dataset:
     """One dataset of a store. ``recorded=False`` makes a dataset that is recorded in the store
     by its first commit (an ingest into a new dataset that fails leaves nothing behind)."""
 
     def __init__(self, store: ChunkStore, spec: DatasetSpec, recorded: bool = True) -> None:
         self.store = store
-        self.spec = spec
+        self._spec = spec
+        self._synced: list[list[str]] | None = None  # the log's schema that _spec holds
         self.recorded = recorded
         self._latest: Snapshot | None = None  # the newest state read, extended on demand
         self.recorded_here = False  # this object's first commit recorded the dataset
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return self._spec.name
+
+    @property
+    def spec(self) -> DatasetSpec:
+        """The dataset's spec, its schema the one its log recorded last (the catalog's schema
+        only for logs that recorded none): schema changes are commits."""
+        if self.recorded and self._latest is None:
+            self.snapshot()  # reads the log once; later calls extend it with new commits only
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: DatasetSpec) -> None:
+        self._spec = spec
+        self._synced = None
 
     @property
     def schema(self) -> pa.Schema:
         return self.spec.schema
+
+    def _sync_schema(self, latest: Snapshot) -> None:
+        if latest.schema is not None and latest.schema is not self._synced:
+            if latest.schema != schema_to_json(self._spec.schema):
+                self._spec = self._spec.with_schema(schema_from_json(latest.schema))
+            self._synced = latest.schema
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, store={self.store.uri})"
@@ -116,6 +138,7 @@ class Dataset:
         if latest is not None and (version is None or version > latest.version):
             tail = self.history(after=latest.version, upto=version)
             latest = self._latest = latest.apply(tail)
+            self._sync_schema(latest)
             if version is None or version == latest.version:
                 return latest
         elif latest is not None and version == latest.version:
@@ -123,6 +146,7 @@ class Dataset:
         snapshot = log.load_snapshot(self.store, self.name, version)
         if version is None:
             self._latest = snapshot
+            self._sync_schema(snapshot)
         return snapshot
 
     @property
@@ -132,7 +156,7 @@ class Dataset:
     def schema_at(self, snapshot: Snapshot) -> pa.Schema:
         """The schema as of ``snapshot``: the last one its commits recorded (datasets written
         before commits recorded their schema read with today's)."""
-        return self.spec.schema if snapshot.schema is None else schema_from_json(snapshot.schema)
+        return self._spec.schema if snapshot.schema is None else schema_from_json(snapshot.schema)
 
     def _record(self) -> None:
         """Record a dataset made with ``recorded=False`` just before its first commit. If a
@@ -144,11 +168,11 @@ class Dataset:
             if exc.existing != self.name:
                 raise
             existing = DatasetSpec.from_json(self.store.get_dataset(self.name))
-            differences = existing.differences(self.spec)
+            differences = existing.differences(self._spec)
             if differences:
                 raise SchemaError(f"dataset {self.name!r} was created meanwhile by another writer "
                                   f"with {'; '.join(differences)}: nothing committed") from None
-            self.spec = existing
+            self._spec = existing
         self.recorded = True
 
     def segment_stats(self, snapshot: Snapshot, partitions: Iterable[str] | None = None
@@ -179,43 +203,54 @@ class Dataset:
         found = self.snapshot().txns.get(source)
         return None if found is None else found[1]
 
-    def commit(self, commit: Commit, force: bool = False) -> int:
-        """Write a commit record on the next free version; returns the version it took.
+    def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None) -> CommitResult:
+        """Write a commit record on the next free version, if no commit made since the version
+        the operation read (``reads``; default: a blind append of the latest version) conflicts
+        with it (CommitConflictError, see :mod:`colonnade.table.conflicts`).
 
-        On a version conflict the new commits are read and the next version tried; chunks are
-        never rewritten. A commit carrying a source identity stops if that source was committed
-        by someone else meanwhile (returns -1), unless ``force``. Any other store error is
-        resolved by reading the log back: if our commit id is there, it took effect. The writer
-        of every ``checkpoint_interval``-th version also writes its checkpoint.
+        On a version conflict the new commits are read, checked, and the next version tried;
+        chunks are never rewritten. A commit carrying a source identity stops if that source was
+        committed by someone else meanwhile (nothing committed, the result says why), unless
+        ``force``. Any other store error is resolved by reading the log back: if our commit id
+        is there, it took effect. The writer of every ``checkpoint_interval``-th version also
+        writes its checkpoint.
         """
         if not self.recorded:
             self._record()
         state = self.snapshot()
+        reads = reads or ReadSet.blind(state.version)
+        if not set(commit.removed) <= reads.removes:
+            reads = replace(reads, removes=reads.removes | frozenset(commit.removed))
+        operation = commit.kind
         if commit.source is not None and not force and commit.source in state.txns:
-            return -1  # committed by another writer since our caller checked
+            return _duplicate(commit.source, state.txns[commit.source][1])
+        if reads.read_version < state.version:  # 1. what was committed since the operation read
+            check_conflicts(self.name, reads, operation, self.history(reads.read_version, state.version))
+        schema_recorded = state.schema is not None
         version = state.version
-        if commit.schema is None and state.schema != schema_to_json(self.spec.schema):
-            commit = commit.with_actions(SetSchema(schema_to_json(self.spec.schema)))  # first, or changed
         for _ in range(MAX_COMMIT_ATTEMPTS):
             version += 1
-            record = commit.at_version(version, read_version=state.version)
+            record = commit
+            if commit.schema is None and not schema_recorded:  # the log records its first schema
+                record = commit.with_actions(SetSchema(schema_to_json(self._spec.schema)))
+            record = record.at_version(version, read_version=reads.read_version)
             try:
                 fault_point("before_commit")
-                self.store.commit(self.name, version, record.to_payload())
+                self.store.commit(self.name, version, record.to_payload())  # 2. put-if-absent
                 fault_point("after_commit")
                 if version % log.checkpoint_interval() == 0:
                     log.write_checkpoint(self.store, self.snapshot(version))
-                return version
+                return CommitResult(version)
             except CommitConflictError:
+                # 3. lost the version: read what won it (and anything since), check it again
                 newer = self.history(after=version - 1)
                 for c in newer:
                     if c.id == commit.id:
-                        return c.version
+                        return CommitResult(c.version)
                     if commit.source is not None and not force and c.source == commit.source:
-                        return -1
-                    if set(commit.removed) & set(c.removed):
-                        # an overwrite or compaction lost to one that removed the same segments
-                        raise CommitConflictError(self.name, c.version) from None
+                        return _duplicate(commit.source, c.version)
+                check_conflicts(self.name, reads, operation, newer)
+                schema_recorded = schema_recorded or any(c.schema is not None for c in newer)
                 if newer:
                     version = newer[-1].version
                 continue
@@ -223,64 +258,22 @@ class Dataset:
                 # outcome unknown (e.g. a timeout): the log says whether it happened
                 for c in self.history(after=version - 1):
                     if c.id == commit.id:
-                        return c.version
+                        return CommitResult(c.version)
                 raise
         raise CommitConflictError(self.name, version)
+
+    def reads(self, snapshot: Snapshot, removes: Iterable[str] = (), partitions: Iterable[str] = (),
+              whole_table: bool = False, changes_schema: bool = False) -> ReadSet:
+        """What an operation that read ``snapshot`` declares to :meth:`commit`."""
+        return ReadSet(snapshot.version, frozenset(removes), frozenset(partitions), whole_table,
+                       changes_schema, schema_key(schema_to_json(self.schema_at(snapshot))))
 
     # -- writing
     def conform(self, batch: pa.RecordBatch, schema: pa.Schema | None = None,
                 allow_missing: bool = False) -> pa.RecordBatch:
-        """Reorder and safely cast a batch to the dataset schema, or raise SchemaError with a diff.
-
-        Columns missing from the batch are filled with nulls only when ``allow_missing``
-        (schema mode ``merge``)."""
-        schema = schema or self.spec.schema
-        names = batch.schema.names
-        if set(names) != set(schema.names):
-            missing_only = set(names) < set(schema.names)
-            if not (missing_only and allow_missing):
-                raise SchemaError(f"schema of the data differs from dataset {self.name!r}:\n"
-                                  + schema_diff(schema, batch.schema))
-        arrays = []
-        for f in schema:
-            if f.name not in names:
-                arrays.append(pa.nulls(batch.num_rows, f.type))
-                continue
-            col = batch.column(f.name)
-            if pa.types.is_dictionary(col.type) and not pa.types.is_dictionary(f.type):
-                col = col.dictionary_decode()
-            if col.type != f.type:
-                try:
-                    col = col.cast(f.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise SchemaError(
-                        f"column {f.name!r}: cannot store {type_name(col.type)} values in a "
-                        f"{type_name(f.type)} column of dataset {self.name!r} ({exc})") from None
-            arrays.append(col)
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    def merge_schema(self, data_schema: pa.Schema) -> None:
-        """Add the data's new columns (nullable) to the dataset; existing types must match."""
-        current = self.spec.schema
-        fields = list(current)
-        for f in logical_schema(data_schema):
-            if f.name in current.names:
-                if current.field(f.name).type != f.type:
-                    try:
-                        pa.array([], f.type).cast(current.field(f.name).type)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                        raise SchemaError(f"column {f.name!r} changes type: "
-                                          + schema_diff(current, data_schema)) from None
-                continue
-            fields.append(pa.field(f.name, f.type, nullable=True))
-        if len(fields) != len(current):
-            if not self.recorded:  # recorded with its first commit, merged schema and all
-                self.spec = self.spec.with_schema(pa.schema(fields))
-                return
-            latest = DatasetSpec.from_json(self.store.get_dataset(self.name))
-            merged = pa.schema(list(latest.schema) + [f for f in fields if f.name not in latest.schema.names])
-            self.spec = latest.with_schema(merged)
-            self.store.update_dataset(self.name, self.spec.to_json())
+        """Reorder and safely cast a batch to the dataset schema, or raise SchemaError with a diff
+        (see :func:`colonnade.table.conform.conform`)."""
+        return conform(self.name, batch, schema or self.spec.schema, allow_missing)
 
     def append(self, data: Any, source: str | None = None, force: bool = False,
                schema_mode: str = "strict", settings: WriteSettings | None = None,
@@ -289,65 +282,111 @@ class Dataset:
         """Append a table, batch, reader or iterable of batches (files: ``Store.ingest``).
 
         ``source`` is the identity of the input: if a commit with it exists, nothing is appended
-        (unless ``force``). Nothing is visible until the final commit record is written.
+        (unless ``force``). Nothing is visible until the final commit record is written. With
+        ``schema_mode="merge"`` the data's new columns are added (nullable) by the same commit:
+        an append that fails changes nothing, and two concurrent schema changes conflict.
         """
         if isinstance(data, str | Path):
             raise SchemaError(f"append takes Arrow data, not a path ({str(data)!r}): files are read by "
                               f"store.ingest({self.name!r}, paths), which checks and locates bad rows")
         if source is not None and not force and self.find_source(source) is not None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason=f"source {source} was already ingested")
-        batches = _as_batches(data)
+        if schema_mode not in ("strict", "merge"):
+            raise SchemaError(f"schema mode must be strict or merge, not {schema_mode!r}")
+        batches = as_batches(data)
         first = next(batches, None)
         if first is None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
-        if schema_mode == "merge":
-            self.merge_schema(first.schema)
-        elif schema_mode != "strict":
-            raise SchemaError(f"schema mode must be strict or merge, not {schema_mode!r}")
-        commit = Commit.new(kind, source=source, info=info)
-        writer = SegmentWriter(self.store, self.spec, commit.id, settings)
+        spec = self.spec
+        read = self.snapshot() if self.recorded else Snapshot.empty(self.name)
+        merged = merged_schema(spec.schema, first.schema) if schema_mode == "merge" else None
+        if merged is not None:
+            spec = spec.with_schema(merged)
+            if not self.recorded:  # recorded with its first commit, merged schema and all
+                self._spec = spec
+        commit = Commit.new(kind, source=source, info=info,
+                            schema=schema_to_json(merged) if merged is not None else None)
+        writer = SegmentWriter(self.store, spec, commit.id, settings)
         try:
             for batch in _chain(first, batches):
-                conformed = self.conform(batch, allow_missing=schema_mode == "merge")
-                writer.write(conformed)
+                writer.write(conform(self.name, batch, spec.schema, allow_missing=schema_mode == "merge"))
                 if on_batch is not None:
                     on_batch(batch)
             entries = writer.finish()
         except BaseException:
             writer.abort()
             raise
-        return self._commit_entries(commit, entries, writer.bytes_written, force=force)
+        reads = self.reads(read, changes_schema=merged is not None)
+        result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads)
+        if merged is not None and result.version is not None:
+            self._schema_committed(spec)
+        return result
+
+    def _schema_committed(self, spec: DatasetSpec) -> None:
+        """After a commit that changed the schema: the catalog's copy of the spec follows (a
+        cache for readers of logs that record no schema; the log is the truth)."""
+        self.spec = spec
+        try:
+            self.store.update_dataset(self.name, spec.to_json())
+        except StoreError:
+            pass
 
     def _commit_entries(self, commit: Commit, entries: list[SegmentEntry], nbytes: int,
-                        removed: Iterable[str] = (), force: bool = False) -> AppendResult:
+                        removed: Iterable[str] = (), force: bool = False,
+                        reads: ReadSet | None = None) -> AppendResult:
         rows = sum(e.rows for e in entries)
-        if not entries and not removed:
+        removed = tuple(removed)
+        if not entries and not removed and commit.schema is None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
         actions: list[Any] = []
         if removed:
-            actions.append(RemoveSegments(tuple(removed)))
+            actions.append(RemoveSegments(removed))
         if entries:
             actions.append(AddSegments(tuple(entries)))
-        version = self.commit(commit.with_actions(*actions), force=force)
-        if version < 0:
-            return AppendResult(None, 0, 0, 0, skipped=True,
-                                reason=f"source {commit.source} was ingested concurrently by another writer")
-        return AppendResult(version, rows, len(entries), nbytes)
+        done = self.commit(commit.with_actions(*actions), force=force, reads=reads)
+        if done.version is None:
+            return AppendResult(None, 0, 0, 0, skipped=True, reason=done.reason)
+        return AppendResult(done.version, rows, len(entries), nbytes)
 
     def overwrite(self, data: Any, source: str | None = None) -> AppendResult:
-        """Replace every row with ``data`` in one commit."""
+        """Replace every row with ``data`` in one commit. It read the whole table: a commit that
+        adds or removes rows meanwhile makes it fail (CommitConflictError), changing nothing."""
         current = self.snapshot()
         commit = Commit.new("overwrite", source=source)
         writer = SegmentWriter(self.store, self.spec, commit.id)
         try:
-            for batch in _as_batches(data):
+            for batch in as_batches(data):
                 writer.write(self.conform(batch))
             entries = writer.finish()
         except BaseException:
             writer.abort()
             raise
-        return self._commit_entries(commit, entries, writer.bytes_written,
-                                    removed=[s.segment for s in current.segments])
+        removed = [s.segment for s in current.segments]
+        return self._commit_entries(commit, entries, writer.bytes_written, removed=removed,
+                                    reads=self.reads(current, removes=removed, whole_table=True))
+
+    # -- maintenance that commits (each in its own module)
+    def compact(self, target_rows: int | None = None, partitions: Iterable[str] | None = None) -> CompactResult:
+        """Merge each partition's small segments into segments of up to ``target_rows`` rows
+        (default: ``segment_rows``), in one commit; runs the retention first, if set
+        (see :mod:`colonnade.table.compaction`)."""
+        from colonnade.table.compaction import compact
+
+        return compact(self, target_rows, partitions)
+
+    def delete(self, where: str) -> DeleteResult:
+        """Delete the rows for which the SQL predicate ``where`` is TRUE, in one commit
+        (see :mod:`colonnade.table.deletion`)."""
+        from colonnade.table.deletion import delete
+
+        return delete(self, where)
+
+    def set_retention(self, retain: str | None, on: str | None = None) -> CommitResult:
+        """Keep rows for ``retain`` (e.g. ``90d``) by time column ``on``; None or ``"none"``
+        removes the limit (see :mod:`colonnade.table.retention`)."""
+        from colonnade.table.retention import set_retention
+
+        return set_retention(self, retain, on)
 
     # -- reading
     def scan(self, columns: Iterable[str] | None = None, filter: pc.Expression | None = None,
@@ -450,27 +489,8 @@ class Dataset:
         }
 
 
-def _as_batches(data: Any) -> Iterator[pa.RecordBatch]:
-    if isinstance(data, pa.Table):
-        yield from data.to_batches()
-    elif isinstance(data, pa.RecordBatch):
-        yield data
-    elif isinstance(data, pa.RecordBatchReader):
-        yield from data
-    elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, Iterable):
-        yield from pa.RecordBatchReader.from_stream(data)
-    elif type(data).__name__ == "DataFrame":
-        yield from pa.Table.from_pandas(data, preserve_index=False).to_batches()
-    elif isinstance(data, Iterable):
-        for item in data:
-            if isinstance(item, pa.RecordBatch):
-                yield item
-            elif isinstance(item, pa.Table):
-                yield from item.to_batches()
-            else:
-                raise SchemaError(f"cannot append {type(item).__name__}: expected Arrow record batches")
-    else:
-        raise SchemaError(f"cannot append {type(data).__name__}: pass an Arrow table, batches, a reader or a path")
+def _duplicate(source: str, version: int) -> CommitResult:
+    return CommitResult(None, f"source {source} was ingested concurrently by another writer (version {version})")
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
