@@ -256,19 +256,24 @@ _HARMLESS = ("SELECT", "SET", "VARIABLE_SET", "TRANSACTION")
 
 
 def use_where(con: duckdb.DuckDBPyConnection, query: str,
-              adapters: dict[str, ColonnadeArrowDataset]) -> None:
+              adapters: dict[str, ColonnadeArrowDataset], may_hide_scans: bool | None = None) -> None:
     """Read ``query``'s WHERE clauses and let each registered dataset prune with them. Runs on
     the query's connection before the query (same settings: time zone, ...); whatever fails here
-    only means less pruning."""
+    only means less pruning. ``may_hide_scans`` says whether views or macros may exist in the
+    query's database (by default: whether this connection ran a statement that may define one)."""
     import duckdb
 
     try:
         kinds = [s.type.name for s in duckdb.extract_statements(query)]
     except Exception:  # noqa: BLE001 - a query DuckDB can't parse fails by itself
         return
-    if any(k not in _HARMLESS for k in kinds):
-        _MAY_HIDE_SCANS.add(con)
-    if con in _MAY_HIDE_SCANS:
+    if may_hide_scans is None:
+        if any(k not in _HARMLESS for k in kinds):
+            _MAY_HIDE_SCANS.add(con)
+        may_hide_scans = con in _MAY_HIDE_SCANS
+    elif any(k not in _HARMLESS for k in kinds):
+        may_hide_scans = True
+    if may_hide_scans:
         for adapter in adapters.values():
             adapter._notes = ["filters were not analysed for pruning: this connection has run statements that "
                               "may define views or macros, which can read datasets the query does not name "
