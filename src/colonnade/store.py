@@ -19,10 +19,12 @@ from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryErro
 from colonnade.query.adapter import ColonnadeArrowDataset, use_where
 from colonnade.query.metadata import METADATA_TABLES, metadata_table
 from colonnade.query.session import Sessions, query_names
+from colonnade.query.stats_answers import Answered, StatsAnswers
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
+from colonnade.table.scan import read_schema
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
@@ -71,6 +73,7 @@ class Store:
         # snapshot, extended by the commits made since on each query)
         self._readers: dict[str, tuple[Any, Dataset]] = {}
         self._readers_lock = threading.Lock()
+        self._stats = StatsAnswers()  # aggregate queries that segment statistics answer
 
     @property
     def uri(self) -> str:
@@ -215,6 +218,23 @@ class Store:
                 out[f"{stored}${kind.lower()}"] = (stored, kind.lower())
         return out
 
+    def _from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answered | None:
+        """The answer of ``query`` from segment statistics, if it is an aggregate query they
+        decide exactly (see :mod:`colonnade.query.stats_answers`); None otherwise."""
+        plan = self._stats.plan(query)
+        if plan is None or self._sessions.may_hide_scans:  # a view or temp table may shadow it
+            return None
+        stored = {n.lower(): n for n in _sql_names(self.datasets())}.get(plan.table.lower())
+        if stored is None:
+            return None
+        pins = {self.resolve(name): v for name, v in (versions or {}).items()}
+        ds = self._reader(stored)
+        snapshot = ds.snapshot(pins.get(stored, version))
+        schema = ds.schema_at(snapshot)
+        with self._sessions.cursor() as cursor:
+            return self._stats.answer(cursor.con, query, plan, ds, snapshot,
+                                      read_schema(schema, snapshot, list(schema.names)))
+
     @contextmanager
     def _connection(self, query: str, version: int | None, versions: dict[str, int] | None
                     ) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
@@ -246,6 +266,9 @@ class Store:
         ``version`` pins every dataset the query reads at that version (``versions`` per
         dataset, by name; an unknown name is DatasetNotFoundError, a version the dataset does
         not have VersionNotFoundError). Queries from several threads run at once."""
+        answered = self._from_stats(query, version, versions)
+        if answered is not None:
+            return answered.table
         with self._connection(query, version, versions) as (con, registered):
             use_where(con, query, registered, self._sessions.may_hide_scans)
             try:
@@ -263,6 +286,10 @@ class Store:
         The reader is valid inside the ``with`` block (which holds this thread's DuckDB cursor:
         a query of this thread inside it runs on a cursor of its own); leaving the block early
         stops the query. Errors while reading are raised as :meth:`sql` raises them."""
+        answered = self._from_stats(query, version, versions)
+        if answered is not None:
+            yield pa.RecordBatchReader.from_batches(answered.table.schema, answered.table.to_batches())
+            return
         with self._connection(query, version, versions) as (con, registered):
             try:
                 reader = con.sql(query).to_arrow_reader(batch_rows)
@@ -283,6 +310,12 @@ class Store:
 
     def explain(self, query: str, version: int | None = None) -> Explain:
         """Run a query and report what each dataset scan pruned and read."""
+        start = time.perf_counter()
+        answered = self._from_stats(query, version, None)
+        if answered is not None:
+            return Explain(query, f"answered from segment statistics, as: {answered.sql}",
+                           {answered.dataset: [answered.metrics]}, answered.table.num_rows,
+                           time.perf_counter() - start)
         with self._connection(query, version, None) as (con, registered):
             try:
                 plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())
