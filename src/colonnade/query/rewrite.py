@@ -109,8 +109,8 @@ def exact_aggregates(select: exp.Select, alias: str) -> tuple[Aggregate, ...] | 
             out.append(Aggregate("count_star", None))
             continue
         kind = {exp.Count: "count", exp.Min: "min", exp.Max: "max"}.get(type(node))
-        if kind is None or node.args.get("expressions"):
-            return None  # min(x, n) and the like
+        if kind is None or any(v for k, v in node.args.items() if k not in ("this", "big_int")):
+            return None  # min(x, n), count(DISTINCT x) and the like
         column = _column(node.this, alias)
         if column is None:
             return None
