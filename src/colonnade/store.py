@@ -74,6 +74,7 @@ class Store:
         self._readers: dict[str, tuple[Any, Dataset]] = {}
         self._readers_lock = threading.Lock()
         self._stats = StatsAnswers()  # aggregate queries that segment statistics answer
+        self._read_schemas: dict[tuple[str, int, int], pa.Schema] = {}  # by dataset and version
 
     @property
     def uri(self) -> str:
@@ -230,10 +231,16 @@ class Store:
         pins = {self.resolve(name): v for name, v in (versions or {}).items()}
         ds = self._reader(stored)
         snapshot = ds.snapshot(pins.get(stored, version))
-        schema = ds.schema_at(snapshot)
+        key = (stored, id(ds), snapshot.version)
+        seen = self._read_schemas.get(key)
+        if seen is None:
+            schema = ds.schema_at(snapshot)
+            seen = read_schema(schema, snapshot, list(schema.names))
+            if len(self._read_schemas) > 256:
+                self._read_schemas.clear()
+            self._read_schemas[key] = seen
         with self._sessions.cursor() as cursor:
-            return self._stats.answer(cursor.con, query, plan, ds, snapshot,
-                                      read_schema(schema, snapshot, list(schema.names)))
+            return self._stats.answer(cursor.con, query, plan, ds, snapshot, seen)
 
     @contextmanager
     def _connection(self, query: str, version: int | None, versions: dict[str, int] | None

@@ -11,6 +11,7 @@ file read by pyarrow).
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +27,10 @@ from colonnade.bench.gdelt import FULL_ROWS, BenchError, ensure_data
 
 QUERIES = {"count(*)": "SELECT count(*) FROM gdelt", "Q1": "SELECT count(NumArticles) FROM gdelt"}
 DUCKDB_SETTINGS = ("SET enable_object_cache = true",)
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[Any]:
+    return con.sql(sql).fetchall()
 
 
 def _median(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
@@ -83,8 +88,8 @@ def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | 
         report: dict[str, Any] = {"rows": rows, "store": st.uri, "repeats": repeats,
                                   "duckdb_settings": list(DUCKDB_SETTINGS), "queries": {}}
         for name, sql in QUERIES.items():
-            ours, answer = _median(lambda sql=sql: st.sql(sql), repeats)
-            theirs, reference = _median(lambda sql=sql: con.sql(sql).fetchall(), repeats)
+            ours, answer = _median(functools.partial(st.sql, sql), repeats)
+            theirs, reference = _median(functools.partial(_fetch, con, sql), repeats)
             got = answer.column(0)[0].as_py()
             if got != truth[name] or reference[0][0] != truth[name]:
                 raise BenchError(f"{name}: colonnade {got}, duckdb {reference[0][0]}, truth {truth[name]}")

@@ -53,8 +53,8 @@ def parse(sql: str) -> exp.Expression | None:
         trees = sqlglot.parse(sql, read="duckdb")
     except sqlglot.errors.SqlglotError:
         return None
-    trees = [t for t in trees if t is not None]
-    return trees[0] if len(trees) == 1 else None
+    found: list[Any] = [t for t in trees if t is not None]
+    return found[0] if len(found) == 1 else None
 
 
 # -- the rules -----------------------------------------------------------------------------------
@@ -79,7 +79,8 @@ def one_table(select: exp.Select) -> tuple[str, str] | None:
     """(dataset, alias) of a FROM that is one table of the default schema."""
     from sqlglot import exp
 
-    source = (select.args.get("from_") or select.args.get("from")).this
+    clause: Any = select.args.get("from_") or select.args.get("from")
+    source = clause.this
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
         return None
     if source.args.get("joins") or (source.db and source.db.lower() not in ("main", "temp")) or (

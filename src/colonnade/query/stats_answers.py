@@ -59,8 +59,14 @@ class Answered:
 
     table: pa.Table
     dataset: str
-    sql: str
+    plan: StatsQuery
     metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sql(self) -> str:
+        """The rewritten query (rendered on demand: only ``explain`` shows it)."""
+        literals = [_literal(self.table.column(i)[0]) for i in range(self.table.num_columns)]
+        return rewrite(self.plan, self.table.column_names, literals)
 
 
 def aggregate_values(ds: Dataset, snapshot: Snapshot, query: StatsQuery, partitions: set[str] | None,
@@ -155,8 +161,7 @@ class StatsAnswers:
                    "segments_total": len(snapshot.segments), "segments_scanned": 0, "segments_read": 0,
                    "chunks_read": 0, "bytes_read": 0, "rows_scanned": 0, "answered_from": "statistics",
                    "columns": sorted({columns[c] for c in written}), "filter": where_sql(plan)}
-        literals = [_literal(table.column(i)[0]) for i in range(table.num_columns)]
-        return Answered(table, ds.name, rewrite(plan, table.column_names, literals), metrics)
+        return Answered(table, ds.name, plan, metrics)
 
     def _schema(self, query: str, plan: StatsQuery, read_schema: pa.Schema) -> pa.Schema:
         """DuckDB's own answer schema (names, types): the query run once over an empty table of
@@ -183,7 +188,7 @@ class StatsAnswers:
         predicate evaluated by DuckDB on each partition's values."""
         schema = ds.schema_at(snapshot)
         positions = {t.source: i for i, t in enumerate(ds.spec.partition_by) if t.name == "identity"}
-        first = {}
+        first: dict[str, tuple[Any, ...]] = {}
         for s in snapshot.segments:
             first.setdefault(s.partition, s.values)
         names = list(first)
