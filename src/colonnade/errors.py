@@ -173,5 +173,10 @@ class QueryError(ColonnadeError):
     """A SQL query failed."""
 
 
+class UnsupportedOperationError(QueryError):
+    """An operation that the object does not support (e.g. a ``pyarrow.dataset.Dataset``
+    method that the dataset handed to DuckDB does not implement)."""
+
+
 class ClusterError(ColonnadeError):
     """The local Cassandra cluster manager failed."""

@@ -18,10 +18,14 @@ from duckdb import DuckDBPyConnection
 from colonnade.config import default_store_uri, parse_store_uri
 from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryError, SchemaError
 from colonnade.query.adapter import ColonnadeArrowDataset, use_where
+from colonnade.query.metadata import METADATA_TABLES, metadata_table
+from colonnade.query.session import Sessions, query_names
+from colonnade.query.stats_answers import Answered, StatsAnswers
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
+from colonnade.table.scan import read_schema
 
 if TYPE_CHECKING:
     from colonnade.ingest.pipeline import IngestResult
@@ -67,10 +71,14 @@ class Store:
 
     def __init__(self, chunk_store: ChunkStore) -> None:
         self.chunk_store = chunk_store
-        # one DuckDB connection reused by sql()/explain() (a new one costs tens of ms)
-        self._duck: duckdb.DuckDBPyConnection | None = None
-        self._duck_names: set[str] = set()
-        self._duck_lock = threading.Lock()
+        # one DuckDB database for sql()/explain(), a cursor per thread (queries run at once)
+        self._sessions = Sessions()
+        # datasets as read by SQL, by stored name: (spec as stored, Dataset keeping its latest
+        # snapshot, extended by the commits made since on each query)
+        self._readers: dict[str, tuple[Any, Dataset]] = {}
+        self._readers_lock = threading.Lock()
+        self._stats = StatsAnswers()  # aggregate queries that segment statistics answer
+        self._read_schemas: dict[tuple[str, int, int], pa.Schema] = {}  # by dataset and version
 
     @property
     def uri(self) -> str:
@@ -86,10 +94,7 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        with self._duck_lock:
-            if self._duck is not None:
-                self._duck.close()
-                self._duck = None
+        self._sessions.close()
         self.chunk_store.close()
 
     # -- datasets
@@ -194,30 +199,98 @@ class Store:
             con.register(name, self.arrow_dataset(name, (versions or {}).get(name)))
         return con
 
+    def _reader(self, stored: str) -> Dataset:
+        """Dataset ``stored`` (its exact name) as SQL reads it: one object per dataset, so its
+        latest snapshot is extended by new commits instead of read again; a new object when the
+        stored spec changed (schema merged, dataset dropped and created again)."""
+        spec = self.chunk_store.get_dataset(stored)
+        with self._readers_lock:
+            cached = self._readers.get(stored)
+        if cached is not None and cached[0] == spec:
+            return cached[1]
+        ds = Dataset(self.chunk_store, DatasetSpec.from_json(spec))
+        with self._readers_lock:
+            self._readers[stored] = (spec, ds)
+        return ds
+
+    def _tables(self, names: set[str] | None) -> dict[str, tuple[str, str | None]]:
+        """What to register for the names a query reads: {name to register: (dataset, metadata
+        table kind or None)}, names matched as SQL matches them (ignoring case); every dataset
+        when the names are unknown."""
+        by_lower = {n.lower(): n for n in _sql_names(self.datasets())}
+        if names is None:
+            return {n: (n, None) for n in by_lower.values()}
+        out: dict[str, tuple[str, str | None]] = {}
+        for name in names:
+            stored = by_lower.get(name.lower())
+            if stored is not None:
+                out[stored] = (stored, None)
+                continue
+            base, sep, kind = name.rpartition("$")
+            stored = by_lower.get(base.lower())
+            if sep and stored is not None and kind.lower() in METADATA_TABLES:
+                out[f"{stored}${kind.lower()}"] = (stored, kind.lower())
+        return out
+
+    def _from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answered | None:
+        """The answer of ``query`` from segment statistics, if it is an aggregate query they
+        decide exactly (see :mod:`colonnade.query.stats_answers`); None otherwise."""
+        plan = self._stats.plan(query)
+        if plan is None or self._sessions.may_hide_scans:  # a view or temp table may shadow it
+            return None
+        stored = {n.lower(): n for n in _sql_names(self.datasets())}.get(plan.table.lower())
+        if stored is None:
+            return None
+        pins = {self.resolve(name): v for name, v in (versions or {}).items()}
+        ds = self._reader(stored)
+        snapshot = ds.snapshot(pins.get(stored, version))
+        key = (stored, id(ds), snapshot.version)
+        seen = self._read_schemas.get(key)
+        if seen is None:
+            schema = ds.schema_at(snapshot)
+            seen = read_schema(schema, snapshot, list(schema.names))
+            if len(self._read_schemas) > 256:
+                self._read_schemas.clear()
+            self._read_schemas[key] = seen
+        with self._sessions.cursor() as cursor:
+            return self._stats.answer(cursor.con, query, plan, ds, snapshot, seen)
+
     @contextmanager
-    def _connection(self, versions: dict[str, int] | None) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
-        with self._duck_lock:
-            if self._duck is None:
-                self._duck = duckdb.connect()
-            con = self._duck
-            registered = {}
-            names = _sql_names(self.datasets())
-            for stale in self._duck_names - set(names):
+    def _connection(self, query: str, version: int | None, versions: dict[str, int] | None
+                    ) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
+        """This thread's DuckDB cursor with the datasets (and metadata tables) ``query`` reads
+        registered, each at its pinned version (``versions``, else ``version``, else latest)."""
+        pins = {self.resolve(name): v for name, v in (versions or {}).items()}
+        with self._sessions.cursor() as cursor:
+            con = cursor.con
+            tables = self._tables(query_names(con, query, self._sessions.may_hide_scans))
+            _note_statements(self._sessions, query)
+            registered: dict[str, ColonnadeArrowDataset] = {}
+            for register_as, (stored, kind) in tables.items():
+                ds = self._reader(stored)
+                snapshot = ds.snapshot(pins.get(stored, version))
+                if kind is None:
+                    adapter = ColonnadeArrowDataset(ds, snapshot)
+                    con.register(register_as, adapter)
+                    registered[stored] = adapter
+                else:
+                    con.register(register_as, metadata_table(ds, snapshot, kind))
+            for stale in cursor.registered - set(tables):
                 con.unregister(stale)
-            for name in names:
-                adapter = self.arrow_dataset(name, (versions or {}).get(name))
-                con.register(name, adapter)  # a fresh snapshot for every statement
-                registered[name] = adapter
-            self._duck_names = set(names)
+            cursor.registered = set(tables)
             yield con, registered
 
     def sql(self, query: str, version: int | None = None, versions: dict[str, int] | None = None) -> pa.Table:
         """Run a query through DuckDB; the answer as an Arrow table.
 
-        ``version`` pins every dataset at that version (``versions`` per dataset)."""
-        pins = _pins(self, version, versions)
-        with self._connection(pins) as (con, registered):
-            use_where(con, query, registered)
+        ``version`` pins every dataset the query reads at that version (``versions`` per
+        dataset, by name; an unknown name is DatasetNotFoundError, a version the dataset does
+        not have VersionNotFoundError). Queries from several threads run at once."""
+        answered = self._from_stats(query, version, versions)
+        if answered is not None:
+            return answered.table
+        with self._connection(query, version, versions) as (con, registered):
+            use_where(con, query, registered, self._sessions.may_hide_scans)
             try:
                 return con.sql(query).to_arrow_table()
             except duckdb.Error as exc:
@@ -230,11 +303,14 @@ class Store:
         """Run a query through DuckDB and stream its answer, batch by batch, without holding it
         all in memory: ``with store.sql_reader(q) as reader: for batch in reader: ...``.
 
-        The reader is valid inside the ``with`` block (which holds the store's DuckDB connection:
-        run no other query of this store inside it); leaving the block early stops the query.
-        Errors while reading are raised as :meth:`sql` raises them."""
-        pins = _pins(self, version, versions)
-        with self._connection(pins) as (con, registered):
+        The reader is valid inside the ``with`` block (which holds this thread's DuckDB cursor:
+        a query of this thread inside it runs on a cursor of its own); leaving the block early
+        stops the query. Errors while reading are raised as :meth:`sql` raises them."""
+        answered = self._from_stats(query, version, versions)
+        if answered is not None:
+            yield pa.RecordBatchReader.from_batches(answered.table.schema, answered.table.to_batches())
+            return
+        with self._connection(query, version, versions) as (con, registered):
             try:
                 reader = con.sql(query).to_arrow_reader(batch_rows)
             except duckdb.Error as exc:
@@ -254,12 +330,17 @@ class Store:
 
     def explain(self, query: str, version: int | None = None) -> Explain:
         """Run a query and report what each dataset scan pruned and read."""
-        pins = _pins(self, version, None)
-        with self._connection(pins) as (con, registered):
+        start = time.perf_counter()
+        answered = self._from_stats(query, version, None)
+        if answered is not None:
+            return Explain(query, f"answered from segment statistics, as: {answered.sql}",
+                           {answered.dataset: [answered.metrics]}, answered.table.num_rows,
+                           time.perf_counter() - start)
+        with self._connection(query, version, None) as (con, registered):
             try:
                 plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())
                 start = time.perf_counter()
-                use_where(con, query, registered)
+                use_where(con, query, registered, self._sessions.may_hide_scans)
                 table = con.sql(query).to_arrow_table()
                 seconds = time.perf_counter() - start
             except duckdb.Error as exc:
@@ -270,15 +351,13 @@ class Store:
             return Explain(query, plan, scans, table.num_rows, seconds, list(dict.fromkeys(warnings)))
 
 
-def _pins(store: Store, version: int | None, versions: dict[str, int] | None) -> dict[str, int] | None:
-    """Each dataset's pinned version: ``versions`` names datasets as SQL does (any case; an
-    unknown one is DatasetNotFoundError), ``version`` pins every other dataset."""
-    pins = {store.resolve(name): v for name, v in (versions or {}).items()}
-    if version is None:
-        return pins or None
-    for name in store.datasets():
-        pins.setdefault(name, version)
-    return pins
+def _note_statements(sessions: Sessions, query: str) -> None:
+    """Tell the sessions what kinds of statement ``query`` holds (views and macros it may
+    define change how later queries are read)."""
+    try:
+        sessions.noted([st.type.name for st in duckdb.extract_statements(query)])
+    except duckdb.Error:
+        pass  # a query DuckDB can't parse fails by itself
 
 
 def _checked_batches(reader: pa.RecordBatchReader,

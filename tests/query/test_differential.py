@@ -257,7 +257,7 @@ PRUNES_SEGMENTS = [
 # (DuckDB itself rewrites some expressions into prunable ranges: ``n + 1 > 45`` becomes
 # ``n > 44`` and ``CAST(ts AS DATE) = DATE '...'`` a range on ``ts``; these it can't.)
 CANNOT_PRUNE = [
-    "SELECT count(*) FROM t",
+    "SELECT sum(id) FROM t",  # (count(*) is answered from statistics: see test_stats_answers.py)
     "SELECT id FROM t WHERE n * n > 2000",
     "SELECT id FROM t WHERE s LIKE '%ü%'",
     "SELECT id FROM t WHERE year(ts) + month(ts) = 2030",

@@ -91,3 +91,22 @@ def compact(settings: Settings, segments: int, segment_rows: int, full_rows: int
     store = store_uri or (settings.store if settings.store_given else None)
     study.main(segments=segments, segment_rows=segment_rows, full_rows=full_rows, repeats=repeats,
                store=store, out=out)
+
+
+@bench.command("metadata")
+@click.option("--rows", type=click.IntRange(min=1), default=4_037_539, show_default=True, metavar="N",
+              help="Rows of GDELT-shaped data.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch "
+                   "SQLite store in --out).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where generated data goes.")
+@click.option("--repeats", type=click.IntRange(min=1), default=15, show_default=True, metavar="K",
+              help="Runs per measurement (the median is reported).")
+@pass_settings
+def metadata(settings: Settings, rows: int, store_uri: str | None, out: Path, repeats: int) -> None:
+    """count(*) and count(NumArticles) answered from metadata, against DuckDB over Parquet."""
+    from colonnade.bench import metadata as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(rows=rows, out=out, store=store, repeats=repeats)

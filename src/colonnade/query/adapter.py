@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade._lazy import import_pyarrow_dataset
-from colonnade.errors import ColonnadeError
+from colonnade.errors import ColonnadeError, UnsupportedOperationError
 from colonnade.expressions.tree import And, columns_of, parse_expression
 from colonnade.query.probes import ProbeRunner, bind, prune
 from colonnade.query.where import (
@@ -50,13 +50,80 @@ else:
     pds = import_pyarrow_dataset()  # without pandas: it costs seconds of start-up
 
 
-class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
+class _SafeDataset(pds.Dataset):  # type: ignore[misc]
+    """A ``pyarrow.dataset.Dataset`` implemented in Python. pyarrow's Dataset has no
+    Python-level ``__init__`` to call, so its C++ state stays uninitialised, and every inherited
+    method or property that reaches it crashes the interpreter or raises AttributeError: each one
+    is overridden here or in the subclass, with a working implementation or an
+    UnsupportedOperationError."""
+
+    _label = "?"
+
+    @property
+    def schema(self) -> pa.Schema:
+        raise NotImplementedError
+
+    @property
+    def partition_expression(self) -> pc.Expression:
+        """True: a Colonnade dataset is one whole, not a partition of a larger dataset."""
+        return pc.scalar(True)
+
+    def get_fragments(self, filter: pc.Expression | None = None) -> Any:
+        raise self._unsupported("get_fragments()", "a Colonnade dataset has no Arrow fragments")
+
+    def replace_schema(self, schema: pa.Schema) -> Any:
+        raise self._unsupported("replace_schema()", "its schema is the dataset's schema at its version")
+
+    def sort_by(self, sorting: Any, **kwargs: Any) -> Any:
+        raise self._unsupported("sort_by()", "use to_table().sort_by() or SQL ORDER BY")
+
+    def join(self, right_dataset: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+        raise self._unsupported("join()", "use SQL")
+
+    def join_asof(self, right_dataset: Any, on: Any, by: Any, tolerance: Any, *args: Any, **kwargs: Any) -> Any:
+        raise self._unsupported("join_asof()", "use SQL")
+
+    def __reduce__(self) -> Any:
+        raise self._unsupported("pickling", "pickle the store URI and dataset name instead")
+
+    def _unsupported(self, what: str, hint: str) -> UnsupportedOperationError:
+        return UnsupportedOperationError(f"{what} is not supported on dataset {self._label!r} "
+                                         f"as an Arrow dataset: {hint}")
+
+    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
+                **kwargs: Any) -> LazyScanner:
+        raise NotImplementedError
+
+    def to_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
+                 **kwargs: Any) -> pa.Table:
+        return self.scanner(columns=columns, filter=filter).to_table()
+
+    def to_batches(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
+                   **kwargs: Any) -> Any:
+        return self.scanner(columns=columns, filter=filter).to_batches()
+
+    def head(self, num_rows: int, columns: list[str] | None = None, filter: pc.Expression | None = None,
+             **kwargs: Any) -> pa.Table:
+        return self.scanner(columns=columns, filter=filter).head(num_rows)
+
+    def count_rows(self, filter: pc.Expression | None = None, **kwargs: Any) -> int:
+        return self.scanner(columns=[], filter=filter).count_rows()
+
+    def take(self, indices: Any, columns: list[str] | None = None, filter: pc.Expression | None = None,
+             **kwargs: Any) -> pa.Table:
+        return self.to_table(columns=columns, filter=filter).take(indices)
+
+    def filter(self, expression: pc.Expression) -> Any:
+        raise self._unsupported("filter()", "pass filter= to scanner() or to_table()")
+
+
+class ColonnadeArrowDataset(_SafeDataset):
     """A pinned snapshot of a dataset, seen by DuckDB (or any Arrow consumer) as a Dataset."""
 
-    def __init__(self, dataset: Dataset, snapshot: Snapshot) -> None:
-        # pyarrow's Dataset has no Python-level __init__ to call: this class only overrides
-        # the methods consumers use (schema, scanner, to_table, to_batches, count_rows).
+    def __init__(self, dataset: Dataset, snapshot: Snapshot, filter: pc.Expression | None = None) -> None:
         self._dataset = dataset
+        self._label = dataset.name
+        self._filter = filter  # from filter(): part of every scan's filter
         self._snapshot = snapshot
         schema = dataset.schema_at(snapshot)  # time travel: the columns of that version
         self._schema = read_schema(schema, snapshot, list(schema.names))
@@ -75,7 +142,14 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
     def version(self) -> int:
         return self._snapshot.version
 
+    def filter(self, expression: pc.Expression) -> ColonnadeArrowDataset:
+        """This dataset with only the rows matching ``expression`` (and any earlier filter)."""
+        combined = expression if self._filter is None else self._filter & expression
+        return ColonnadeArrowDataset(self._dataset, self._snapshot, combined)
+
     def _scan(self, columns: list[str] | None, filter: pc.Expression | None) -> Scan:
+        if self._filter is not None:
+            filter = self._filter if filter is None else self._filter & filter
         return Scan(self._dataset, tuple(columns) if columns is not None else None, filter,
                     snapshot=self._snapshot, pruned=self._where)
 
@@ -130,29 +204,19 @@ class ColonnadeArrowDataset(pds.Dataset):  # type: ignore[misc]
                 self.errors.append(exc)
             raise
 
-    def to_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
-                 **kwargs: Any) -> pa.Table:
-        return self.scanner(columns=columns, filter=filter).to_table()
-
-    def to_batches(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
-                   **kwargs: Any) -> Any:
-        return self.scanner(columns=columns, filter=filter).to_batches()
-
     def count_rows(self, filter: pc.Expression | None = None, **kwargs: Any) -> int:
-        if filter is None:
+        if filter is None and self._filter is None:
             return self._snapshot.rows
         return self.scanner(columns=[], filter=filter).count_rows()
-
-    def head(self, num_rows: int, columns: list[str] | None = None, filter: pc.Expression | None = None,
-             **kwargs: Any) -> pa.Table:
-        return self.scanner(columns=columns, filter=filter).head(num_rows)
 
     def __repr__(self) -> str:
         return f"ColonnadeArrowDataset({self._dataset.name!r}, version={self.version})"
 
 
-class _StandIn(pds.Dataset):  # type: ignore[misc]
+class _StandIn(_SafeDataset):
     """An empty dataset of a given schema that records the filters DuckDB pushes to it."""
+
+    _label = "stand-in"
 
     def __init__(self, schema: pa.Schema) -> None:
         self._schema = schema
@@ -192,19 +256,24 @@ _HARMLESS = ("SELECT", "SET", "VARIABLE_SET", "TRANSACTION")
 
 
 def use_where(con: duckdb.DuckDBPyConnection, query: str,
-              adapters: dict[str, ColonnadeArrowDataset]) -> None:
+              adapters: dict[str, ColonnadeArrowDataset], may_hide_scans: bool | None = None) -> None:
     """Read ``query``'s WHERE clauses and let each registered dataset prune with them. Runs on
     the query's connection before the query (same settings: time zone, ...); whatever fails here
-    only means less pruning."""
+    only means less pruning. ``may_hide_scans`` says whether views or macros may exist in the
+    query's database (by default: whether this connection ran a statement that may define one)."""
     import duckdb
 
     try:
         kinds = [s.type.name for s in duckdb.extract_statements(query)]
     except Exception:  # noqa: BLE001 - a query DuckDB can't parse fails by itself
         return
-    if any(k not in _HARMLESS for k in kinds):
-        _MAY_HIDE_SCANS.add(con)
-    if con in _MAY_HIDE_SCANS:
+    if may_hide_scans is None:
+        if any(k not in _HARMLESS for k in kinds):
+            _MAY_HIDE_SCANS.add(con)
+        may_hide_scans = con in _MAY_HIDE_SCANS
+    elif any(k not in _HARMLESS for k in kinds):
+        may_hide_scans = True
+    if may_hide_scans:
         for adapter in adapters.values():
             adapter._notes = ["filters were not analysed for pruning: this connection has run statements that "
                               "may define views or macros, which can read datasets the query does not name "
