@@ -10,7 +10,12 @@ dictionary lookup in that state.
 A checkpoint is an optimisation, never the truth: it is written after its commit, by whoever
 committed that version, and may be missing (the writer died) or damaged. A checkpoint that fails
 its checksum is skipped for the previous one (or the log from version 1), and ``verify`` lists
-it. Bytes: ``CLNCKPT`` + format byte ``1`` + CRC-32 and length (big-endian u32 each) of the
+it. Once ``expire`` has removed the commits below a version (see
+:mod:`colonnade.table.expiry`), the log no longer starts at version 1: a snapshot is built only
+from a checkpoint the kept commits continue without a gap, and when none is readable opening
+fails with a CorruptCheckpointError naming the checkpoint the kept log starts from, never with a
+state replayed from part of the log. Versions below the oldest kept one are VersionNotFoundError
+(saying they were expired), even where a fallback checkpoint could still build them. Bytes: ``CLNCKPT`` + format byte ``1`` + CRC-32 and length (big-endian u32 each) of the
 JSON body + the body compressed with ZSTD. The body::
 
     {"version": 200, "schema": [["id", "int64"], ...] | null, "properties": {...},
@@ -90,14 +95,25 @@ def history(store: ChunkStore, dataset: str, after: int = 0, upto: int | None = 
     return [Commit.from_payload(dataset, v, p) for v, p in store.list_commits(dataset, after, upto)]
 
 
+def check_kept(store: ChunkStore, dataset: str, version: int) -> None:
+    """VersionNotFoundError if ``version`` is negative or was expired (one small read)."""
+    if version < 0:
+        raise VersionNotFoundError(dataset, version, None)
+    oldest = store.oldest_version(dataset)
+    if version < oldest:
+        raise VersionNotFoundError(dataset, version, store.latest_version(dataset), oldest)
+
+
 def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
                   damaged: list[CorruptCheckpointError] | None = None) -> Snapshot:
     """The dataset as of ``version`` (default: the latest): the newest readable checkpoint at or
     below it plus the commits after it. Damaged checkpoints are skipped (and appended to
-    ``damaged``). VersionNotFoundError when the log has no such version."""
-    if version is not None and version < 0:
-        raise VersionNotFoundError(dataset, version, None)
+    ``damaged``). VersionNotFoundError when the log has no such version or it was expired;
+    CorruptCheckpointError (``fatal``) when the kept log starts after every readable checkpoint."""
+    if version is not None:
+        check_kept(store, dataset, version)
     base = Snapshot.empty(dataset)
+    skipped: list[CorruptCheckpointError] = []
     for cp in sorted((v for v in store.list_checkpoints(dataset) if version is None or v <= version),
                      reverse=True):
         data = store.get_checkpoint(dataset, cp)
@@ -107,12 +123,66 @@ def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
             base = decode_checkpoint(dataset, cp, data)
             break
         except CorruptCheckpointError as exc:
-            if damaged is not None:
-                damaged.append(exc)
-    snapshot = base.apply(history(store, dataset, base.version, version))
+            skipped.append(exc)
+    if damaged is not None:
+        damaged.extend(skipped)
+    tail = history(store, dataset, base.version, version)
+    if not _continues(base.version, tail):
+        raise _no_start(store, dataset, tail[0].version, skipped)
+    snapshot = base.apply(tail)
     if version is not None and snapshot.version != version:
         raise VersionNotFoundError(dataset, version, snapshot.version)
     return snapshot
+
+
+def extend(store: ChunkStore, snapshot: Snapshot, upto: int | None = None) -> Snapshot | None:
+    """``snapshot`` with the commits after it (up to ``upto``) applied; None when the log no
+    longer continues from it (the commits after it were expired): read it afresh."""
+    tail = history(store, snapshot.dataset, snapshot.version, upto)
+    return snapshot.apply(tail) if _continues(snapshot.version, tail) else None
+
+
+def _continues(version: int, tail: list[Commit]) -> bool:
+    """Whether ``tail`` follows ``version`` without a gap (expired commits leave one)."""
+    return all(c.version == version + i for i, c in enumerate(tail, start=1))
+
+
+def _no_start(store: ChunkStore, dataset: str, first: int,
+              skipped: list[CorruptCheckpointError]) -> CorruptCheckpointError:
+    """The error of a log kept from version ``first`` on with no readable checkpoint at or
+    after ``first - 1``: it names the checkpoint the kept log starts from (the oldest kept
+    version's, which expire wrote) and the fallbacks that could not stand in for it."""
+    oldest = store.oldest_version(dataset)
+    candidates = {d.version: d for d in skipped if d.version >= first - 1}
+    start = oldest if oldest >= first - 1 else max(candidates, default=first - 1)
+    reason = candidates[start].reason if start in candidates else "missing"
+    others = sorted(v for v in candidates if v != start)
+    also = "".join(f"; fallback checkpoint of version {v}: {candidates[v].reason}" for v in others)
+    return CorruptCheckpointError(
+        dataset, start, f"{reason}{also}; the log before version {first} was expired, so no older "
+                        f"state can stand in for it", fatal=True)
+
+
+def verify_checkpoints(store: ChunkStore, dataset: str) -> tuple[int, list[CorruptCheckpointError]]:
+    """Decode every checkpoint; (checkpoints checked, damaged ones). After an expire, a kept log
+    that no readable checkpoint starts is listed too (``fatal``: the dataset cannot be opened)."""
+    damaged = []
+    versions = store.list_checkpoints(dataset)
+    for version in versions:
+        data = store.get_checkpoint(dataset, version)
+        try:
+            if data is None:
+                raise CorruptCheckpointError(dataset, version, "missing")
+            decode_checkpoint(dataset, version, data)
+        except CorruptCheckpointError as exc:
+            damaged.append(exc)
+    if store.oldest_version(dataset):
+        try:
+            load_snapshot(store, dataset)
+        except CorruptCheckpointError as exc:
+            damaged = [d for d in damaged if d.version != exc.version] + [exc]
+            versions = versions if exc.version in versions else [*versions, exc.version]
+    return len(versions), sorted(damaged, key=lambda d: d.version)
 
 
 def write_checkpoint(store: ChunkStore, snapshot: Snapshot) -> bool:
