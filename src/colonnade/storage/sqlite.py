@@ -342,7 +342,8 @@ class SQLiteStore(ChunkStore):
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 conn.execute("VACUUM")
             else:
-                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                # a script steps the pragma to the end (one step of it frees one page)
+                conn.executescript("PRAGMA incremental_vacuum;")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.uri}: reclaiming free space failed: {exc}") from exc

@@ -10,13 +10,15 @@
 
 Order of the steps, each safe to be cut short (running ``expire`` again finishes the job):
 
-1. **A checkpoint at K.** The state of K is read (checkpoint + commits) and stored as the
-   checkpoint of K if there is no readable one; it is read back and checked.
-2. **A fallback.** The newest readable checkpoint below K from which the stored commits
+1. **A fallback.** The newest readable checkpoint below K from which the stored commits
    continue without a gap is kept, with its commits up to K; when there is none, a checkpoint of
    K - 1 is written (K - 1 plus commit K also build K). So one damaged checkpoint — K's, or the
    fallback — is still survivable; if both are damaged, opening the dataset fails with a
    CorruptCheckpointError naming K's (never a state replayed from part of the log).
+2. **A checkpoint at K.** The state of K is read (checkpoint + commits) and stored as the
+   checkpoint of K, listing the segments only the newly expired versions read (so that
+   ``vacuum`` knows them for committed ones once their commits are gone); it is read back and
+   checked.
 3. **The mark.** The store's oldest kept version is raised to K: from then on versions below K
    are VersionNotFoundError ("it was expired") and ``describe``/history list K onwards. Commits
    of concurrent writers (always above the latest version, so above K) are untouched.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -125,10 +128,12 @@ def expire_versions(ds: Dataset, older_than: float | str | dt.timedelta | None =
     advancing = target > oldest_before and target >= 2
     written: list[int] = []
     if advancing:
-        # 1. the checkpoint the kept log starts from, 2. a fallback for it
-        written += _ensure_checkpoint(store, name, target, dry_run)
+        # 1. a fallback for the checkpoint the kept log will start from, 2. that checkpoint,
+        # listing the segments only the expired versions read (for vacuum)
         if _fallback(store, name, target) is None:
             written += _ensure_checkpoint(store, name, target - 1, dry_run)
+        expired = () if dry_run else _only_expired(store, name, oldest_before, kept, target)
+        written += _ensure_checkpoint(store, name, target, dry_run, expired)
         if not dry_run:
             # 3. the mark: from here on versions below `target` are expired
             store.set_oldest_version(name, target)
@@ -161,15 +166,24 @@ def _readable(store: ChunkStore, name: str, version: int) -> bool:
     return True
 
 
-def _ensure_checkpoint(store: ChunkStore, name: str, version: int, dry_run: bool) -> list[int]:
-    """Make sure a readable checkpoint of ``version`` is stored; the versions written (or that
-    would be)."""
-    if _readable(store, name, version):
+def _only_expired(store: ChunkStore, name: str, oldest_before: int, kept: list[Commit],
+                  target: int) -> set[str]:
+    """Segments some version in ``[oldest_before, target)`` reads and ``target`` does not."""
+    read = {s.segment for s in log.load_snapshot(store, name, oldest_before).segments}
+    read.update(s.segment for c in kept if c.version <= target for s in c.added)
+    return read - {s.segment for s in log.load_snapshot(store, name, target).segments}
+
+
+def _ensure_checkpoint(store: ChunkStore, name: str, version: int, dry_run: bool,
+                       expired: Collection[str] = ()) -> list[int]:
+    """Make sure a readable checkpoint of ``version`` (listing ``expired``) is stored; the
+    versions written (or that would be)."""
+    if _readable(store, name, version) and not expired:
         return []
     if dry_run:
         return [version]
     state = log.load_snapshot(store, name, version)
-    store.put_checkpoint(name, version, log.encode_checkpoint(state))
+    store.put_checkpoint(name, version, log.encode_checkpoint(state, expired))
     data = store.get_checkpoint(name, version)
     if data is None or log.decode_checkpoint(name, version, data) != state:
         raise StoreError(f"dataset {name!r}: the checkpoint of version {version} did not read back "

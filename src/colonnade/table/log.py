@@ -21,7 +21,12 @@ JSON body + the body compressed with ZSTD. The body::
     {"version": 200, "schema": [["id", "int64"], ...] | null, "properties": {...},
      "segments": [{"segment": ..., "partition": ..., "rows": ..., "bucket": ..., "values": [...],
                    "dictionary": [...]}, ...],
-     "txns": {"app id": [txn version, commit version], ...}}
+     "txns": {"app id": [txn version, commit version], ...},
+     "expired": ["segment id", ...]}
+
+``expired`` (optional, written by ``expire`` in the checkpoint of the oldest kept version) lists
+the segments that only the versions it expired read, so that ``vacuum`` can remove them at once
+although the commits that named them are gone (older builds ignore the key).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Collection
+from typing import Any
 
 from colonnade.errors import CorruptCheckpointError, VersionNotFoundError
 from colonnade.storage.base import ChunkStore
@@ -50,19 +57,37 @@ def checkpoint_interval() -> int:
         return DEFAULT_CHECKPOINT_INTERVAL
 
 
-def encode_checkpoint(snapshot: Snapshot) -> bytes:
+def encode_checkpoint(snapshot: Snapshot, expired: Collection[str] = ()) -> bytes:
     import pyarrow as pa
 
-    body = json.dumps({
+    content: dict[str, Any] = {
         "version": snapshot.version, "schema": snapshot.schema, "properties": snapshot.properties,
         "segments": [s.to_dict() for s in snapshot.segments],
         "txns": {k: list(v) for k, v in snapshot.txns.items()},
-    }, separators=(",", ":")).encode()
+    }
+    if expired:
+        content["expired"] = sorted(expired)
+    body = json.dumps(content, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, CHECKPOINT_FORMAT, zlib.crc32(body), len(body)) + \
         pa.compress(body, codec="zstd", asbytes=True)
 
 
 def decode_checkpoint(dataset: str, version: int, data: bytes) -> Snapshot:
+    v = _checkpoint_body(dataset, version, data)
+    try:
+        return Snapshot(dataset, version, tuple(SegmentEntry.from_dict(s) for s in v["segments"]),
+                        v["schema"], dict(v["properties"]),
+                        {k: (int(t), int(c)) for k, (t, c) in v["txns"].items()})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptCheckpointError(dataset, version, f"malformed ({exc})") from None
+
+
+def checkpoint_expired(dataset: str, version: int, data: bytes) -> list[str]:
+    """The segments a checkpoint lists as read only by expired versions (see ``expired``)."""
+    return [str(s) for s in _checkpoint_body(dataset, version, data).get("expired", ())]
+
+
+def _checkpoint_body(dataset: str, version: int, data: bytes) -> dict[str, Any]:
     import pyarrow as pa
 
     if len(data) < _HEADER.size:
@@ -83,11 +108,11 @@ def decode_checkpoint(dataset: str, version: int, data: bytes) -> Snapshot:
         v = json.loads(body)
         if int(v["version"]) != version:
             raise ValueError(f"it says version {v['version']}")
-        return Snapshot(dataset, version, tuple(SegmentEntry.from_dict(s) for s in v["segments"]),
-                        v["schema"], dict(v["properties"]),
-                        {k: (int(t), int(c)) for k, (t, c) in v["txns"].items()})
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptCheckpointError(dataset, version, f"malformed ({exc})") from None
+    if not isinstance(v, dict):
+        raise CorruptCheckpointError(dataset, version, "malformed (not an object)")
+    return v
 
 
 def history(store: ChunkStore, dataset: str, after: int = 0, upto: int | None = None) -> list[Commit]:

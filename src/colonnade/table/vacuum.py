@@ -5,11 +5,12 @@ live at the oldest kept version (K) plus those added by the kept commits after i
 segment-index row of the dataset is one of:
 
 * **expired**: named by a stored log entry (a commit that added or removed it, a fallback
-  checkpoint below K) but live in no kept version — removed by an overwrite, a compaction or a
+  checkpoint below K, the list of segments only expired versions read that ``expire`` keeps in
+  the checkpoint of K) but live in no kept version — removed by an overwrite, a compaction or a
   delete at a version R ≤ K, so only versions below R, all expired, read it. It goes now.
 * **orphan**: named by nothing in the log — written by a writer that crashed or lost, or by one
-  still running that has not committed yet — or one whose log entries were removed by an earlier
-  expire. It goes once it is older than the grace period (default 1 hour), which is what keeps a
+  still running that has not committed yet — or one whose log entries were all removed (two
+  expires without a vacuum between). It goes once it is older than the grace period (default 1 hour), which is what keeps a
   running writer's not yet committed segments.
 
 Safe beside writers and readers: the segment rows are listed *before* the log is read, so a
@@ -139,13 +140,16 @@ def _kept_segments(store: ChunkStore, name: str) -> tuple[int, set[str], set[str
         for c in newer:
             needed.update(s.segment for s in c.added)
         for version in store.list_checkpoints(name):
-            if version < oldest:  # a fallback: what it names was committed
-                data = store.get_checkpoint(name, version)
-                try:
-                    if data is not None:
+            if version > oldest:
+                continue
+            data = store.get_checkpoint(name, version)
+            try:  # what a fallback names, and what expire listed, was committed
+                if data is not None:
+                    named.update(log.checkpoint_expired(name, version, data))
+                    if version < oldest:
                         named.update(s.segment for s in log.decode_checkpoint(name, version, data).segments)
-                except CorruptCheckpointError:
-                    pass
+            except CorruptCheckpointError:
+                pass  # damaged: its segments wait for the grace period
         return oldest, needed, named
     raise StoreError(f"dataset {name!r}: the oldest kept version kept moving while vacuum read the "
                      f"log ({_ATTEMPTS} times); nothing was removed, run it again")
