@@ -138,6 +138,18 @@ class Delegating(ChunkStore):
     def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
         return self.inner.get_checkpoint(dataset, version)
 
+    def delete_checkpoints(self, dataset: str, versions: Collection[int]) -> None:
+        self.inner.delete_checkpoints(dataset, versions)
+
+    def oldest_version(self, dataset: str) -> int:
+        return self.inner.oldest_version(dataset)
+
+    def set_oldest_version(self, dataset: str, version: int) -> None:
+        self.inner.set_oldest_version(dataset, version)
+
+    def delete_commits(self, dataset: str, upto: int) -> int:
+        return self.inner.delete_commits(dataset, upto)
+
 
 class LandedThenTimedOut(Delegating):
     """The commit reaches the store, but the caller hears a timeout (a lost acknowledgement)."""
