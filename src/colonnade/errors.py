@@ -44,14 +44,21 @@ class DatasetExistsError(DatasetError):
 
 
 class VersionNotFoundError(DatasetError):
-    """A version that the dataset's log does not have (``latest`` is its newest one)."""
+    """A version that the dataset's log does not have (``latest`` is its newest one), or no
+    longer has: ``oldest`` is set when the version was expired (it is the oldest one kept)."""
 
-    def __init__(self, dataset: str, version: int, latest: int | None) -> None:
-        where = f" (latest is {latest})" if latest is not None else ""
-        super().__init__(f"dataset {dataset!r} has no version {version}{where}")
+    def __init__(self, dataset: str, version: int, latest: int | None, oldest: int | None = None) -> None:
+        if oldest is not None:
+            latest_text = f", the latest {latest}" if latest is not None else ""
+            super().__init__(f"dataset {dataset!r} has no version {version}: it was expired (the "
+                             f"oldest version kept is {oldest}{latest_text})")
+        else:
+            where = f" (latest is {latest})" if latest is not None else ""
+            super().__init__(f"dataset {dataset!r} has no version {version}{where}")
         self.dataset = dataset
         self.version = version
         self.latest = latest
+        self.oldest = oldest
 
 
 class SchemaError(DatasetError):
@@ -130,13 +137,16 @@ class CorruptCommitError(ColonnadeError):
 
 
 class CorruptCheckpointError(ColonnadeError):
-    """A checkpoint that cannot be read; readers fall back to an older one or the log."""
+    """A checkpoint that cannot be read. Readers fall back to an older one or the log
+    (``fatal`` False); when the log before it was expired and no fallback is readable, opening
+    the dataset fails with this error (``fatal`` True)."""
 
-    def __init__(self, dataset: str, version: int, reason: str) -> None:
+    def __init__(self, dataset: str, version: int, reason: str, fatal: bool = False) -> None:
         super().__init__(f"dataset {dataset!r}: checkpoint of version {version} is unreadable: {reason}")
         self.dataset = dataset
         self.version = version
         self.reason = reason
+        self.fatal = fatal
 
 
 class IngestError(ColonnadeError):

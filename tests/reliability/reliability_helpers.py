@@ -82,7 +82,7 @@ def version_of(store: Store, dataset: str) -> int:
 
 def orphan_count(store: Store, dataset: str) -> int:
     """Segment-index rows no commit names (what ``vacuum`` would remove with no grace)."""
-    return store.dataset(dataset).vacuum(grace_seconds=0, dry_run=True)
+    return store.dataset(dataset).vacuum(grace_seconds=0, dry_run=True).segments
 
 
 # -- child processes ------------------------------------------------------------------------------

@@ -73,10 +73,10 @@ def test_vacuum_removes_orphans_and_never_a_committed_segment(store: Store, data
     writer.write(dataset.conform(rows(range(1000, 1030)).to_batches()[0]))
     orphans = writer.finish()
 
-    assert dataset.vacuum() == 0, "within the grace period a concurrent writer's segments are kept"
-    assert dataset.vacuum(grace_seconds=0, dry_run=True) == len(orphans)
+    assert dataset.vacuum().segments == 0, "within the grace period a concurrent writer's segments are kept"
+    assert dataset.vacuum(grace_seconds=0, dry_run=True).segments == len(orphans)
     assert len(store.chunk_store.get_segments("t")) == len(committed) + len(orphans)
-    assert dataset.vacuum(grace_seconds=0) == len(orphans)
+    assert dataset.vacuum(grace_seconds=0).segments == len(orphans)
 
     assert {r.segment for r in store.chunk_store.get_segments("t")} == committed
     refs = [ChunkRef(e.partition, c, e.segment, e.bucket) for e in orphans for c in SCHEMA.names]
@@ -84,7 +84,7 @@ def test_vacuum_removes_orphans_and_never_a_committed_segment(store: Store, data
     assert scanned_ids(dataset) == list(range(60))
     checked, problems = dataset.verify()
     assert problems == [] and checked == len(committed) * len(SCHEMA.names)
-    assert dataset.vacuum(grace_seconds=0) == 0
+    assert dataset.vacuum(grace_seconds=0).segments == 0
 
 
 def test_a_failed_append_commits_nothing_and_leaves_only_orphans(store: Store, dataset: Dataset) -> None:
@@ -97,7 +97,7 @@ def test_a_failed_append_commits_nothing_and_leaves_only_orphans(store: Store, d
     assert dataset.version == 1
     assert scanned_ids(dataset) == list(range(60))
     assert count(store) == 60
-    assert dataset.vacuum(grace_seconds=0) >= 1  # segments written before the failure
+    assert dataset.vacuum(grace_seconds=0).segments >= 1  # segments written before the failure
     assert scanned_ids(dataset) == list(range(60))
 
 
@@ -346,7 +346,7 @@ def test_datasets_do_not_see_each_other(store: Store) -> None:
     b.append(rows(range(110, 120)))
     assert (a.version, b.version) == (1, 2)
     assert scanned_ids(a) == list(range(30)) and scanned_ids(b) == list(range(100, 120))
-    assert b.vacuum(grace_seconds=0) == 0 and a.vacuum(grace_seconds=0) == 0
+    assert b.vacuum(grace_seconds=0).segments == 0 and a.vacuum(grace_seconds=0).segments == 0
     store.drop_dataset("a")
     assert scanned_ids(b) == list(range(100, 120))
     assert store.sql("SELECT count(*) AS n FROM b").to_pylist() == [{"n": 20}]

@@ -117,6 +117,19 @@ def test_reads_of_partitions_conflict_only_with_adds_to_them(store: Store) -> No
     ds.commit(Commit.new("delete"), reads=ds.reads(compacted, partitions=["cat=a", "cat=b"]))
 
 
+def test_an_operation_whose_read_version_was_expired_meanwhile_conflicts(store: Store) -> None:
+    ds = store.create_dataset("t", SCHEMA, partition_by="cat")
+    ds.append(rows([1], "a"))
+    read = ds.snapshot()  # v1
+    ds.append(rows([2], "b"))
+    ds.append(rows([3], "b"))
+    store.dataset("t").expire(retain_last=1)  # v2 is gone: what it added can't be checked
+    with pytest.raises(CommitConflictError, match="the versions after 1, which this overwrite read, were expired"):
+        ds.commit(Commit.new("overwrite"), reads=ds.reads(read, whole_table=True))
+    assert ds.commit(Commit.new("append"), reads=ReadSet.blind(read.version)).version == 4  # blind: fine
+    assert ids(store) == [1, 2, 3]
+
+
 # -- schema changes are commits -----------------------------------------------------------------
 def test_a_failed_merge_append_changes_nothing(store: Store) -> None:
     ds = store.create_dataset("t", SCHEMA)

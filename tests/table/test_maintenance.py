@@ -206,3 +206,17 @@ def test_retention_is_a_property_applied_by_compaction(store: Store) -> None:
     ds.set_retention("none")
     assert compact(ds, now=time.time()).retention is None
     assert store.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 22}]
+
+
+def test_retention_is_applied_by_expire_too(store: Store) -> None:
+    small_appends(store, n=4, per=10, partition_by="day", segment_rows=100)
+    ds = store.dataset("t")
+    ds.set_retention("10d", on="day")
+    now = dt.datetime(2024, 1, 20, 12, tzinfo=dt.UTC).timestamp()  # cutoff 2024-01-10 12:00
+    dry = ds.expire(retain_last=1, now=now, dry_run=True)
+    assert dry.retention is None and store.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 40}]
+    done = ds.expire(retain_last=1, now=now)
+    assert done.retention is not None and done.retention.rows_deleted == 18
+    assert done.to_dict()["retention"]["rows_deleted"] == 18
+    assert store.sql("SELECT count(*) AS n, min(day) AS d FROM t").to_pylist() == [{"n": 22, "d": dt.date(2024, 1, 10)}]
+    assert done.oldest == done.latest == store.dataset("t").version  # the delete is the version kept

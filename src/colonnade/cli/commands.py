@@ -1,4 +1,5 @@
-"""The dataset commands: ingest, sql, explain, datasets, describe, verify, vacuum, drop.
+"""The dataset commands: ingest, sql, explain, datasets, describe, verify, drop (expire and
+vacuum are in ``maintenance``).
 
 Each command opens the store named by the group's ``--store`` (read commands refuse a SQLite
 file that doesn't exist rather than create an empty one), prints its answer on stdout and
@@ -444,46 +445,27 @@ def verify(settings: Settings, dataset: str, version: int | None, as_json: bool)
     """Check the checksum of every chunk of DATASET; exit 1 listing every bad chunk."""
     with settings.connect() as store:
         ds = store.dataset(dataset)
-        checked, problems = ds.verify(version)
         checkpoints, damaged = ds.verify_checkpoints()
+        # a kept log that no readable checkpoint starts cannot be opened: its chunks go unchecked
+        checked, problems = (0, []) if any(d.fatal for d in damaged) else ds.verify(version)
     if as_json:
         echo_json({"dataset": dataset, "chunks_checked": checked, "ok": not problems and not damaged,
                    "problems": [{"dataset": p.dataset, "column": p.column, "segment": p.segment,
                                  "reason": p.reason} for p in problems],
                    "checkpoints_checked": checkpoints,
-                   "damaged_checkpoints": [{"version": d.version, "reason": d.reason} for d in damaged]})
+                   "damaged_checkpoints": [{"version": d.version, "reason": d.reason, "fatal": d.fatal}
+                                           for d in damaged]})
     else:
         for p in problems:
             click.echo(str(p))
-        for d in damaged:
-            click.echo(f"{d} (the log is read instead)")
+        for d in damaged:  # a fatal one says why nothing can be read instead
+            click.echo(str(d) if d.fatal else f"{d} (the log is read instead)")
     if problems or damaged:
         what = [f"{len(problems)} of {checked} chunks"] if problems else []
         what += [f"{len(damaged)} of {checkpoints} checkpoints"] if damaged else []
         raise VerifyFailedError(f"{' and '.join(what)} of dataset {dataset!r} failed verification")
     if not as_json:
         click.echo(f"ok: {checked} chunks of dataset {dataset!r} verified")
-
-
-@click.command()
-@click.argument("dataset", required=False)
-@click.option("--grace", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              metavar="SECONDS", help="Keep unnamed segments younger than this (a writer may "
-                                      "still be about to commit them).")
-@click.option("--dry-run", is_flag=True, help="Only count what would be removed.")
-@pass_settings
-def vacuum(settings: Settings, dataset: str | None, grace: float, dry_run: bool) -> None:
-    """Remove segments of DATASET (default: of every dataset) that no commit names (left by
-    failed or aborted writes), and give the space back to the file system."""
-    with settings.connect() as store:
-        before = store.disk_bytes()
-        names = [store.dataset(dataset).name] if dataset is not None else store.datasets()
-        for name in names:
-            n = store.dataset(name).vacuum(grace_seconds=grace, dry_run=dry_run)
-            what = f"{n} orphan segment{'s' if n != 1 else ''} of dataset {name!r}"
-            click.echo(f"would remove {what}" if dry_run else f"removed {what}")
-        if not dry_run:
-            _reclaim(store, before)
 
 
 def _reclaim(store: Any, before: int | None) -> None:

@@ -84,7 +84,7 @@ class ColonnadeGroup(click.Group):
         except Exception as exc:
             settings = ctx.obj if isinstance(ctx.obj, Settings) else None
             report(exc, debug=settings.debug if settings else bool(os.environ.get("COLONNADE_DEBUG")))
-            ctx.exit(EXIT_ERROR)
+            ctx.exit(getattr(exc, "exit_code", EXIT_ERROR))  # e.g. 2 for a bad option value
 
 
 def _discard_stdout() -> None:
@@ -112,10 +112,10 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from colonnade.cli import bench, cassandra, commands, demo, maintenance
+    from colonnade.cli import bench, cassandra, cleanup, commands, demo, maintenance
 
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
-                    commands.describe, commands.verify, commands.vacuum, commands.drop,
+                    commands.describe, commands.verify, cleanup.expire, cleanup.vacuum, commands.drop,
                     maintenance.compact, maintenance.delete, maintenance.alter,
                     demo.demo, bench.bench, cassandra.cassandra):
         cli.add_command(command)

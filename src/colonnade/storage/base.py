@@ -60,9 +60,26 @@ class LogStore(ABC):
     4. **Create exactly once.** ``create_dataset`` succeeds for one caller per name, where names
        that differ only in case are one name (SQL folds them): creating ``Trips`` next to
        ``trips`` fails, whoever runs first.
-    5. **Checkpoints are hints.** ``put_checkpoint`` overwrites; a checkpoint may be missing or
-       damaged and readers fall back to an older one or to the log itself, so it needs no
-       agreement between writers.
+    5. **Checkpoints are hints, until the log is expired below them.** ``put_checkpoint``
+       overwrites; a checkpoint may be missing or damaged and readers fall back to an older one
+       or to the log itself, so it needs no agreement between writers. Once the commits below a
+       version are removed (6), the log starts from the newest checkpoint at or below the first
+       commit left: the table layer keeps an older checkpoint and its commits as a fallback, and
+       fails with :class:`~colonnade.errors.CorruptCheckpointError` rather than read a log that
+       no longer starts at version 1 as if it did.
+    6. **Expiry never touches what is kept.** ``set_oldest_version`` only raises the mark (a
+       lower or equal one is ignored) and never above the latest version; ``delete_commits``
+       only removes records below the mark, so the latest version is never removed, and it
+       refuses (ValueError, nothing removed) otherwise. A record is removed whole or not at
+       all; a concurrent reader lists every kept version as before, and sees each removed one
+       either still there or gone (it must not need one: a reader pins versions at or above the
+       mark, read from a checkpoint at or above it or from the fallback the table layer keeps).
+       **Put-if-absent stays correct**: a removed version stays taken, so ``commit`` of any
+       version at or below the latest one fails with CommitConflictError for every caller, even
+       after its record was removed (a writer that read an old version never re-creates it);
+       commits of new versions by concurrent writers are neither blocked nor lost.
+       ``delete_checkpoints`` removes checkpoints of the given versions (the table layer only
+       removes ones below the fallback it keeps).
 
     Stores are safe to use from several threads at once.
     """
@@ -119,6 +136,27 @@ class LogStore(ABC):
     @abstractmethod
     def get_checkpoint(self, dataset: str, version: int) -> bytes | None:
         """The checkpoint of ``version`` (None if there is none)."""
+
+    @abstractmethod
+    def delete_checkpoints(self, dataset: str, versions: Collection[int]) -> None:
+        """Remove the checkpoints of ``versions`` (absent ones are ignored)."""
+
+    # expiry (guarantee 6)
+    @abstractmethod
+    def oldest_version(self, dataset: str) -> int:
+        """The oldest version kept for time travel: 0 until versions were expired (version 0,
+        the empty dataset, is kept until then)."""
+
+    @abstractmethod
+    def set_oldest_version(self, dataset: str, version: int) -> None:
+        """Raise the oldest kept version to ``version``; a lower or equal one is ignored, a
+        version above the latest one is refused with ValueError. Durable when it returns."""
+
+    @abstractmethod
+    def delete_commits(self, dataset: str, upto: int) -> int:
+        """Remove the commit records with ``version ≤ upto``; how many were removed. ``upto``
+        must be below :meth:`oldest_version` (else ValueError and nothing is removed), so the
+        latest version and every kept one stay. Removed versions stay taken for ``commit``."""
 
 
 class DataStore(ABC):

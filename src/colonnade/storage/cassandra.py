@@ -12,7 +12,12 @@ dataset a handful of single-partition queries instead of full-table scans. Table
     datasets    (name PRIMARY KEY, spec, created)                  create/update/drop are LWTs
     dataset_names (folded PRIMARY KEY, name)                       claims a name whatever its
                                                                    case (LWT, before datasets)
-    commits     ((dataset), version, payload, at)                  INSERT ... IF NOT EXISTS
+    commits     ((dataset), version, payload, at)                  INSERT ... IF NOT EXISTS; an
+                                                                   expired record keeps its key
+                                                                   (payload removed), so its
+                                                                   version stays taken
+    log_bounds  (dataset PRIMARY KEY, oldest)                      oldest version kept (raised
+                                                                   by compare-and-set LWTs)
     checkpoints ((dataset), version, part, parts, payload)         the live state every N
                                                                    commits, in ≤ 1 MiB parts
     partitions  ((dataset), partition)                             partition values in use
@@ -60,6 +65,7 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.storage.cassandra_driver import (
+    ChunkQuery,
     IdempotentRetryPolicy,
     RequestWindow,
     is_busy,
@@ -83,6 +89,7 @@ _TABLES = {
                " PRIMARY KEY ((dataset), version)) WITH CLUSTERING ORDER BY (version ASC)",
     "checkpoints": "(dataset text, version bigint, part int, parts int, payload blob,"
                    " PRIMARY KEY ((dataset), version, part))",
+    "log_bounds": "(dataset text PRIMARY KEY, oldest bigint)",
     "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
     "segments": "(dataset text, partition text, segment text, commit text, rows bigint,"
                 " bucket int, stats blob, PRIMARY KEY ((dataset, partition), segment))",
@@ -109,6 +116,14 @@ _STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy
                " AND version <= ?",
     "latest": "SELECT version FROM {ks}.commits WHERE dataset = ? ORDER BY version DESC LIMIT 1",
     "uncommits": "DELETE FROM {ks}.commits WHERE dataset = ?",
+    # the payload only: the row stays, so INSERT ... IF NOT EXISTS keeps refusing the version
+    "expire_commit": "DELETE payload FROM {ks}.commits WHERE dataset = ? AND version = ?",
+    "oldest": "SELECT oldest FROM {ks}.log_bounds WHERE dataset = ?",
+    "oldest_first": "INSERT INTO {ks}.log_bounds (dataset, oldest) VALUES (?, ?) IF NOT EXISTS",
+    "oldest_raise": "UPDATE {ks}.log_bounds SET oldest = ? WHERE dataset = ? IF oldest = ?",
+    "unbounds": "DELETE FROM {ks}.log_bounds WHERE dataset = ?",
+    "uncheckpoint": "DELETE FROM {ks}.checkpoints WHERE dataset = ? AND version = ?",
+    "checkpoint_trim": "DELETE FROM {ks}.checkpoints WHERE dataset = ? AND version = ? AND part >= ?",
     "checkpoint": "INSERT INTO {ks}.checkpoints (dataset, version, part, parts, payload)"
                   " VALUES (?, ?, ?, ?, ?)",
     "checkpoints": "SELECT version, part, parts FROM {ks}.checkpoints WHERE dataset = ?",
@@ -362,7 +377,7 @@ class CassandraStore(ChunkStore):
                          *(("unindexes", (name, p), 0) for p in partitions),
                          *(("unsegments", (name, p), 0) for p in partitions),
                          ("unpartitions", (name,), 0), ("uncheckpoints", (name,), 0),
-                         ("uncommits", (name,), 0)], action)
+                         ("uncommits", (name,), 0), ("unbounds", (name,), 0)], action)
         if not self._applied("undataset", (name,), action):
             raise DatasetNotFoundError(name)
         self._applied("unclaim", (name.lower(), name), action)  # the name is free again
@@ -399,7 +414,7 @@ class CassandraStore(ChunkStore):
         for ref in refs:
             by_partition = groups.setdefault((ref.column, ref.bucket), {})
             by_partition.setdefault(ref.partition, {}).setdefault(ref.segment, []).append(ref)
-        tasks: deque[_ChunkQuery] = deque()
+        tasks: deque[ChunkQuery] = deque()
         for (column, bucket), by_partition in groups.items():
             batch: dict[str, list[ChunkRef]] = {}
             partitions: list[str] = []
@@ -407,30 +422,30 @@ class CassandraStore(ChunkStore):
                 wanted = by_partition[partition]
                 if batch and (len(partitions) >= _IN_PARTITIONS
                               or (len(partitions) + 1) * (len(batch) + len(wanted)) > _IN_PRODUCT):
-                    tasks.append(_ChunkQuery((tuple(partitions), column, bucket), batch))
+                    tasks.append(ChunkQuery((tuple(partitions), column, bucket), batch))
                     batch, partitions = {}, []
                 for segment, seg_refs in wanted.items():
                     batch[segment] = seg_refs
                     if len(batch) >= _IN_SEGMENTS:
-                        tasks.append(_ChunkQuery((tuple(partitions + [partition]), column, bucket), batch))
+                        tasks.append(ChunkQuery((tuple(partitions + [partition]), column, bucket), batch))
                         batch, partitions = {}, []
                 if batch and (not partitions or partitions[-1] != partition):
                     partitions.append(partition)
             if batch:
-                tasks.append(_ChunkQuery((tuple(partitions), column, bucket), batch))
+                tasks.append(ChunkQuery((tuple(partitions), column, bucket), batch))
         return self._fetch(dataset, tasks)
 
-    def _fetch(self, dataset: str, tasks: deque[_ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
+    def _fetch(self, dataset: str, tasks: deque[ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
         action = f"read chunks of dataset {dataset!r}"
         patience = self.settings.request_timeout
-        arrived: queue.Queue[tuple[_ChunkQuery, Any, bool, BaseException | None]] = queue.Queue()
+        arrived: queue.Queue[tuple[ChunkQuery, Any, bool, BaseException | None]] = queue.Queue()
         running, received = 0, False
         # Pages hold about max_inflight_bytes / _READ_GROUPS, sized from the largest cell seen
         # so far in the column (or in any); one query runs alone until the first page arrives.
         budget = self.settings.max_inflight_bytes // _READ_GROUPS
         largest: dict[str, int] = {}
 
-        def start(task: _ChunkQuery) -> None:
+        def start(task: ChunkQuery) -> None:
             partitions, column, bucket = task.key
             statement = self._q["chunks"].bind((dataset, list(partitions), column, bucket, list(task.wanted)))
             cell = largest.get(task.key[1]) or max(largest.values(), default=0)
@@ -513,7 +528,7 @@ class CassandraStore(ChunkStore):
         rows = self._rows("commits", (dataset, after, 2**63 - 1 if upto is None else upto),
                           f"read the commit log of dataset {dataset!r}", profile)
         self._uncertain.discard(dataset)
-        return [(int(version), bytes(payload)) for version, payload in rows]
+        return [(int(version), bytes(payload)) for version, payload in rows if payload is not None]
 
     def latest_version(self, dataset: str) -> int:
         profile = "serial_read" if dataset in self._uncertain else "read"
@@ -523,8 +538,11 @@ class CassandraStore(ChunkStore):
 
     def put_checkpoint(self, dataset: str, version: int, payload: bytes) -> None:
         parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
-        self._write_all([("checkpoint", (dataset, version, i, len(parts), part), len(part))
-                         for i, part in enumerate(parts)],
+        # parts beyond the new count, left by an older checkpoint of this version, would make it
+        # read as incomplete
+        self._write_all([("checkpoint_trim", (dataset, version, len(parts)), 0),
+                         *(("checkpoint", (dataset, version, i, len(parts), part), len(part))
+                           for i, part in enumerate(parts))],
                         f"write a checkpoint of dataset {dataset!r}")
 
     def list_checkpoints(self, dataset: str) -> list[int]:
@@ -542,6 +560,41 @@ class CassandraStore(ChunkStore):
             return None
         return b"".join(bytes(payload) for _part, _parts, payload in sorted(rows, key=lambda r: r[0]))
 
+    def delete_checkpoints(self, dataset: str, versions: Collection[int]) -> None:
+        self._write_all([("uncheckpoint", (dataset, v), 0) for v in versions],
+                        f"remove checkpoints of dataset {dataset!r}")
+
+    # -- expiry -----------------------------------------------------------------------------
+    def oldest_version(self, dataset: str) -> int:
+        rows = self._rows("oldest", (dataset,), f"read the oldest version of dataset {dataset!r}")
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def set_oldest_version(self, dataset: str, version: int) -> None:
+        action = f"set the oldest version of dataset {dataset!r}"
+        latest = self.latest_version(dataset)
+        if version > latest:
+            raise ValueError(f"dataset {dataset!r}: cannot keep versions from {version} on, the latest "
+                             f"is {latest}")
+        while True:  # compare-and-set: the mark only goes up, whoever runs at the same time
+            rows = self._rows("oldest", (dataset,), action, "serial_read")
+            if not rows:
+                if self._applied("oldest_first", (dataset, version), action):
+                    return
+            elif int(rows[0][0]) >= version:
+                return
+            elif self._applied("oldest_raise", (version, dataset, rows[0][0]), action):
+                return
+
+    def delete_commits(self, dataset: str, upto: int) -> int:
+        oldest = self.oldest_version(dataset)
+        if upto >= oldest:
+            raise ValueError(f"dataset {dataset!r}: commits from version {oldest} on are kept; cannot "
+                             f"remove those up to {upto}")
+        versions = [v for v, _payload in self.list_commits(dataset, 0, upto)]
+        self._write_all([("expire_commit", (dataset, v), 0) for v in versions],
+                        f"remove commits of dataset {dataset!r}")
+        return len(versions)
+
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         action = f"read chunk sizes of dataset {dataset!r}"
         partitions = self._partitions(dataset, action)
@@ -553,44 +606,3 @@ class CassandraStore(ChunkStore):
 
     def close(self) -> None:
         self._cluster.shutdown()
-
-
-class _ChunkQuery:
-    """One chunk query (one slice, some segments) and the reassembly of its rows, which arrive
-    in clustering order (segment, part), possibly over several pages."""
-
-    __slots__ = ("key", "wanted", "future", "pages", "since", "_segment", "_parts", "_count")
-
-    def __init__(self, key: tuple[tuple[str, ...], str, int], wanted: dict[str, list[ChunkRef]]) -> None:
-        self.key, self.wanted = key, wanted
-        self.future: Any = None
-        self.pages = 0
-        self.since = time.monotonic()  # last progress, for giving up on a busy connection
-        self._segment: str | None = None
-        self._parts: list[bytes] = []
-        self._count = 0
-
-    def feed(self, rows: Iterable[tuple[str, int, int, bytes]], last: bool) -> Iterator[tuple[ChunkRef, bytes]]:
-        for segment, part, count, data in rows:
-            if segment != self._segment:
-                yield from self._flush()
-                self._segment = segment
-            if part == 0:
-                self._count = count or 1
-            if part == len(self._parts) and part < self._count:  # not stale parts of an overwrite
-                self._parts.append(data or b"")
-        if last:
-            yield from self._flush()
-            for refs in self.wanted.values():  # never seen: missing
-                for ref in refs:
-                    yield ref, b""
-            self.wanted = {}
-
-    def _flush(self) -> Iterator[tuple[ChunkRef, bytes]]:
-        if self._segment is None:
-            return
-        parts, self._parts, self._count = self._parts, [], 0
-        data = parts[0] if len(parts) == 1 else b"".join(parts)  # incomplete → checksum fails
-        for ref in self.wanted.pop(self._segment, ()):
-            yield ref, data
-        self._segment = None

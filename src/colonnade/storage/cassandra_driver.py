@@ -1,11 +1,13 @@
-"""Cassandra driver plumbing of the Cassandra store: which requests may be retried, and a window
-that bounds the requests and bytes in flight while writes are sent asynchronously."""
+"""Cassandra driver plumbing of the Cassandra store: which requests may be retried, a window
+that bounds the requests and bytes in flight while writes are sent asynchronously, and the
+reassembly of chunk rows that arrive page by page."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cassandra import ConsistencyLevel
@@ -13,6 +15,8 @@ from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionBusy
 from cassandra.policies import RetryPolicy, WriteType
 from cassandra.pool import NoConnectionsAvailable
+
+from colonnade.storage.base import ChunkRef
 
 MAX_REQUESTS = 256  # writes in flight, whatever their size
 
@@ -127,3 +131,42 @@ class RequestWindow:
             self._cond.notify_all()
 
 
+class ChunkQuery:
+    """One chunk query (one slice, some segments) and the reassembly of its rows, which arrive
+    in clustering order (segment, part), possibly over several pages."""
+
+    __slots__ = ("key", "wanted", "future", "pages", "since", "_segment", "_parts", "_count")
+
+    def __init__(self, key: tuple[tuple[str, ...], str, int], wanted: dict[str, list[ChunkRef]]) -> None:
+        self.key, self.wanted = key, wanted
+        self.future: Any = None
+        self.pages = 0
+        self.since = time.monotonic()  # last progress, for giving up on a busy connection
+        self._segment: str | None = None
+        self._parts: list[bytes] = []
+        self._count = 0
+
+    def feed(self, rows: Iterable[tuple[str, int, int, bytes]], last: bool) -> Iterator[tuple[ChunkRef, bytes]]:
+        for segment, part, count, data in rows:
+            if segment != self._segment:
+                yield from self._flush()
+                self._segment = segment
+            if part == 0:
+                self._count = count or 1
+            if part == len(self._parts) and part < self._count:  # not stale parts of an overwrite
+                self._parts.append(data or b"")
+        if last:
+            yield from self._flush()
+            for refs in self.wanted.values():  # never seen: missing
+                for ref in refs:
+                    yield ref, b""
+            self.wanted = {}
+
+    def _flush(self) -> Iterator[tuple[ChunkRef, bytes]]:
+        if self._segment is None:
+            return
+        parts, self._parts, self._count = self._parts, [], 0
+        data = parts[0] if len(parts) == 1 else b"".join(parts)  # incomplete → checksum fails
+        for ref in self.wanted.pop(self._segment, ()):
+            yield ref, data
+        self._segment = None

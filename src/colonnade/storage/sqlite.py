@@ -4,6 +4,10 @@ Chunks and segment rows are written in ordinary transactions; a commit record is
 ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL``, which in WAL mode also makes every
 earlier frame (the chunks it names) durable first. Each thread gets its own connection, so
 DuckDB's scan threads and the ingest pipeline never share one.
+
+Expiry deletes commit records; the commit transaction refuses every version at or below the
+latest one (which is never deleted), so an expired version stays taken. The oldest version kept
+is one row of ``log_bounds``, raised (never lowered) in one transaction.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ CREATE TABLE IF NOT EXISTS commits (
 CREATE TABLE IF NOT EXISTS checkpoints (
     dataset TEXT NOT NULL, version INTEGER NOT NULL, payload BLOB NOT NULL,
     PRIMARY KEY (dataset, version)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_bounds (
+    dataset TEXT PRIMARY KEY, oldest INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS segments (
     dataset TEXT NOT NULL, partition TEXT NOT NULL, segment TEXT NOT NULL, commit_id TEXT NOT NULL,
     rows INTEGER NOT NULL, bucket INTEGER NOT NULL, stats BLOB NOT NULL,
@@ -150,7 +156,7 @@ class SQLiteStore(ChunkStore):
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for table in ("chunks", "segments", "checkpoints", "commits"):
+            for table in ("chunks", "segments", "checkpoints", "commits", "log_bounds"):
                 conn.execute(f"DELETE FROM {table} WHERE dataset = ?", (name,))
             conn.execute("DELETE FROM datasets WHERE name = ?", (name,))
             conn.execute("COMMIT")
@@ -226,7 +232,13 @@ class SQLiteStore(ChunkStore):
         try:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("BEGIN IMMEDIATE")
+            # A version at or below the latest is taken, even if expiry removed its record
+            # (the latest is never removed, so this is put-if-absent over every version).
+            latest = conn.execute("SELECT max(version) FROM commits WHERE dataset = ?",
+                                  (dataset,)).fetchone()[0]
             try:
+                if latest is not None and version <= latest:
+                    raise sqlite3.IntegrityError
                 conn.execute("INSERT INTO commits (dataset, version, payload) VALUES (?, ?, ?)",
                              (dataset, version, payload))
             except sqlite3.IntegrityError:
@@ -264,6 +276,54 @@ class SQLiteStore(ChunkStore):
                                    (dataset, version)).fetchone()
         return None if row is None else bytes(row[0])
 
+    def delete_checkpoints(self, dataset: str, versions: Collection[int]) -> None:
+        self._write("DELETE FROM checkpoints WHERE dataset = ? AND version = ?",
+                    [(dataset, v) for v in versions])
+
+    # expiry
+    def oldest_version(self, dataset: str) -> int:
+        row = self._conn().execute("SELECT oldest FROM log_bounds WHERE dataset = ?", (dataset,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_oldest_version(self, dataset: str, version: int) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the check against the latest and the raise are one
+            try:
+                latest = self.latest_version(dataset)
+                if version > latest:
+                    raise ValueError(f"dataset {dataset!r}: cannot keep versions from {version} on, "
+                                     f"the latest is {latest}")
+                conn.execute("INSERT INTO log_bounds (dataset, oldest) VALUES (?, ?) ON CONFLICT (dataset)"
+                             " DO UPDATE SET oldest = max(oldest, excluded.oldest)", (dataset, version))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: write failed: {exc}") from exc
+
+    def delete_commits(self, dataset: str, upto: int) -> int:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                oldest = self.oldest_version(dataset)
+                if upto >= oldest:
+                    raise ValueError(f"dataset {dataset!r}: commits from version {oldest} on are kept; "
+                                     f"cannot remove those up to {upto}")
+                removed = conn.execute("DELETE FROM commits WHERE dataset = ? AND version <= ?",
+                                       (dataset, upto)).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.uri}: delete failed: {exc}") from exc
+        return int(removed)
+
     def stored_bytes(self, dataset: str) -> dict[str, int] | None:
         rows = self._conn().execute(
             "SELECT column_name, SUM(length(data)) FROM chunks WHERE dataset = ? GROUP BY column_name",
@@ -282,7 +342,8 @@ class SQLiteStore(ChunkStore):
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 conn.execute("VACUUM")
             else:
-                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                # a script steps the pragma to the end (one step of it frees one page)
+                conn.executescript("PRAGMA incremental_vacuum;")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.uri}: reclaiming free space failed: {exc}") from exc

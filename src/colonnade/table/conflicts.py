@@ -77,7 +77,15 @@ def conflict_reason(mine: ReadSet, operation: str, winner: Commit) -> str | None
 
 def check_conflicts(dataset: str, mine: ReadSet, operation: str, winners: Iterable[Commit]) -> None:
     """Raise CommitConflictError for the first of ``winners`` (commits newer than
-    ``mine.read_version``, in version order) that conflicts with this operation."""
+    ``mine.read_version``, in version order) that conflicts with this operation. An operation
+    that read or removes anything conflicts too when the commits after the version it read were
+    expired meanwhile (they can't be checked)."""
+    winners = [w for w in winners if w.version > mine.read_version]
+    blind = not (mine.removes or mine.partitions or mine.whole_table or mine.changes_schema)
+    if winners and winners[0].version > mine.read_version + 1 and not blind:
+        raise CommitConflictError(dataset, winners[0].version, operation=winners[0].kind,
+                                  reason=f"the versions after {mine.read_version}, which this {operation} "
+                                         "read, were expired meanwhile")
     for winner in winners:
         if winner.version <= mine.read_version:
             continue

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,12 +37,13 @@ from colonnade.table.commits import (
 )
 from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
+from colonnade.table.expiry import ExpireResult, expire_versions
 from colonnade.table.scan import Scan
+from colonnade.table.vacuum import VacuumReport, vacuum_segments
 from colonnade.table.writer import (
     SegmentWriter,
     column_stats_from_text,
     segment_stats_from_json,
-    segment_written_at,
 )
 
 if TYPE_CHECKING:
@@ -124,9 +125,10 @@ class Dataset:
 
     # -- the commit log
     def history(self, after: int = 0, upto: int | None = None) -> list[Commit]:
-        """Commit records with ``after < version ≤ upto``, in version order (the whole log by
-        default: for describing and maintenance; reading goes through :meth:`snapshot`)."""
-        return log.history(self.store, self.name, after, upto)
+        """Commit records with ``after < version ≤ upto``, in version order (the whole kept log
+        by default: for describing and maintenance; reading goes through :meth:`snapshot`).
+        Expired versions are not listed."""
+        return log.history(self.store, self.name, max(after, self.store.oldest_version(self.name) - 1), upto)
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The dataset as of ``version`` (default: the latest), from the newest checkpoint at or
@@ -135,12 +137,15 @@ class Dataset:
         The latest state is kept: asking again reads only the commits made since (commits never
         change once written), so a long-lived writer pays per new commit, not per live segment."""
         latest = self._latest
+        if version is not None and latest is not None:
+            log.check_kept(self.store, self.name, version)  # an expired version is never served
         if latest is not None and (version is None or version > latest.version):
-            tail = self.history(after=latest.version, upto=version)
-            latest = self._latest = latest.apply(tail)
-            self._sync_schema(latest)
-            if version is None or version == latest.version:
-                return latest
+            extended = log.extend(self.store, latest, version)  # None: expired past it
+            if extended is not None:
+                latest = self._latest = extended
+                self._sync_schema(latest)
+                if version is None or version == latest.version:
+                    return latest
         elif latest is not None and version == latest.version:
             return latest
         snapshot = log.load_snapshot(self.store, self.name, version)
@@ -430,31 +435,29 @@ class Dataset:
 
     def verify_checkpoints(self) -> tuple[int, list[CorruptCheckpointError]]:
         """Decode every checkpoint (checksums); returns (checkpoints checked, damaged ones).
-        Readers skip a damaged checkpoint for an older one or the log, so none is fatal."""
-        damaged = []
-        versions = self.store.list_checkpoints(self.name)
-        for version in versions:
-            data = self.store.get_checkpoint(self.name, version)
-            try:
-                if data is None:
-                    raise CorruptCheckpointError(self.name, version, "missing")
-                log.decode_checkpoint(self.name, version, data)
-            except CorruptCheckpointError as exc:
-                damaged.append(exc)
-        return len(versions), damaged
+        Readers skip a damaged checkpoint for an older one or the log; after ``expire`` a
+        damaged or missing one that nothing can stand in for is listed as ``fatal``."""
+        return log.verify_checkpoints(self.store, self.name)
 
-    def vacuum(self, grace_seconds: float = 3600.0, dry_run: bool = False) -> int:
-        """Remove segments (and their chunks) that no commit names and that are older than the
-        grace period (which protects a concurrent writer's not yet committed segments)."""
-        rows = self.store.get_segments(self.name)  # list first, then read the log
-        named: set[str] = set()
-        for c in self.history():
-            named.update(s.segment for s in c.added)
-        now = time.time()
-        orphans = [r for r in rows if r.segment not in named and now - segment_written_at(r.stats) >= grace_seconds]
-        if orphans and not dry_run:
-            self.store.delete_segments(self.name, orphans, self.spec.schema.names)
-        return len(orphans)
+    def expire(self, older_than: float | str | dt.timedelta | None = None, retain_last: int | None = None,
+               now: float | None = None, dry_run: bool = False) -> ExpireResult:
+        """Remove old versions from time travel, never the latest: those superseded more than
+        ``older_than`` ago (seconds, ``"7d"`` or a timedelta; 7 days when neither option is
+        given) and/or all but the ``retain_last`` newest. Their commits and checkpoints go;
+        their data stays until :meth:`vacuum`. A retention set with ``alter --retain`` runs
+        first (rows older than it are deleted). See :mod:`colonnade.table.expiry`."""
+        from colonnade.table.retention import apply_retention
+
+        retention = None if dry_run else apply_retention(self, now=now)
+        result = expire_versions(self, older_than, retain_last, now, dry_run)
+        return replace(result, retention=retention)
+
+    def vacuum(self, grace_seconds: float = 3600.0, dry_run: bool = False) -> VacuumReport:
+        """Remove segments (and their chunks) that no kept version names: orphans of failed
+        writes older than the grace period (which protects a concurrent writer's not yet
+        committed segments), and segments only expired versions needed. See
+        :mod:`colonnade.table.vacuum`."""
+        return vacuum_segments(self, grace_seconds, dry_run)
 
     def describe(self) -> dict[str, Any]:
         snapshot = self.snapshot()

@@ -10,7 +10,14 @@ dictionary lookup in that state.
 A checkpoint is an optimisation, never the truth: it is written after its commit, by whoever
 committed that version, and may be missing (the writer died) or damaged. A checkpoint that fails
 its checksum is skipped for the previous one (or the log from version 1), and ``verify`` lists
-it. Bytes: ``CLNCKPT`` + format byte ``2`` + CRC-32 and length (big-endian u32 each) of the
+it. Once ``expire`` has removed the commits below a version (see
+:mod:`colonnade.table.expiry`), the log no longer starts at version 1: a snapshot is built only
+from a checkpoint the kept commits continue without a gap, and when none is readable opening
+fails with a CorruptCheckpointError naming the checkpoint the kept log starts from, never with a
+state replayed from part of the log. Versions below the oldest kept one are VersionNotFoundError
+(saying they were expired), even where a fallback checkpoint could still build them.
+
+Bytes: ``CLNCKPT`` + format byte ``2`` + CRC-32 and length (big-endian u32 each) of the
 JSON body + the body compressed with ZSTD. The body is columnar (one array per field, so that
 reading 20,000 segments makes 20,000 small tuples and no dictionaries)::
 
@@ -18,11 +25,16 @@ reading 20,000 segments makes 20,000 small tuples and no dictionaries)::
      "segments": {"segment": ["0b9e…", ...], "partition": ["cat=a", ...], "rows": [2, ...],
                   "bucket": [0, ...], "values": ["[\"a\"]", ...], "dictionary": ["[\"cat\"]", ...],
                   "stats": ["{\"id\":[2,0,1,5,0,16]}" | null, ...]},
-     "txns": {"app_id": ["file:…", ...], "version": [1, ...], "commit": [37, ...]}}
+     "txns": {"app_id": ["file:…", ...], "version": [1, ...], "commit": [37, ...]},
+     "expired": ["segment id", ...]}
 
 ``values`` and ``dictionary`` are JSON text, decoded once per distinct text (segments of one
 partition share them). Format 1 (a list of segment objects, ``txns`` as ``{app id: [txn
 version, commit version]}``) is still read.
+
+``expired`` (optional, written by ``expire`` in the checkpoint of the oldest kept version) lists
+the segments that only the versions it expired read, so that ``vacuum`` can remove them at once
+although the commits that named them are gone (older builds ignore the key).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Collection
 from typing import Any
 
 from colonnade.errors import CorruptCheckpointError, VersionNotFoundError
@@ -53,7 +66,7 @@ def checkpoint_interval() -> int:
         return DEFAULT_CHECKPOINT_INTERVAL
 
 
-def encode_checkpoint(snapshot: Snapshot) -> bytes:
+def encode_checkpoint(snapshot: Snapshot, expired: Collection[str] = ()) -> bytes:
     import pyarrow as pa
 
     segs = snapshot.segments
@@ -65,7 +78,7 @@ def encode_checkpoint(snapshot: Snapshot) -> bytes:
             values[s.values] = _compact([value_to_json(v) for v in s.values])
         if s.dictionary not in dictionaries:
             dictionaries[s.dictionary] = _compact(sorted(s.dictionary))
-    body = json.dumps({
+    content: dict[str, Any] = {
         "version": snapshot.version, "schema": snapshot.schema, "properties": snapshot.properties,
         "segments": {
             "segment": [s.segment for s in segs], "partition": [s.partition for s in segs],
@@ -76,7 +89,10 @@ def encode_checkpoint(snapshot: Snapshot) -> bytes:
         },
         "txns": {"app_id": [k for k, _ in txns], "version": [t for _, (t, _) in txns],
                  "commit": [c for _, (_, c) in txns]},
-    }, separators=(",", ":")).encode()
+    }
+    if expired:
+        content["expired"] = sorted(expired)
+    body = json.dumps(content, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, CHECKPOINT_FORMAT, zlib.crc32(body), len(body)) + \
         pa.compress(body, codec="zstd", asbytes=True)
 
@@ -86,6 +102,26 @@ def _compact(value: Any) -> str:
 
 
 def decode_checkpoint(dataset: str, version: int, data: bytes) -> Snapshot:
+    v = _checkpoint_body(dataset, version, data)
+    try:
+        if isinstance(v["segments"], list):  # format 1
+            segments = tuple(SegmentEntry.from_dict(s) for s in v["segments"])
+            txns = {k: (int(t), int(c)) for k, (t, c) in v["txns"].items()}
+        else:
+            segments = _segments(v["segments"])
+            t = v["txns"]
+            txns = dict(zip(t["app_id"], zip(t["version"], t["commit"], strict=True), strict=True))
+        return Snapshot(dataset, version, segments, v["schema"], dict(v["properties"]), txns)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CorruptCheckpointError(dataset, version, f"malformed ({exc})") from None
+
+
+def checkpoint_expired(dataset: str, version: int, data: bytes) -> list[str]:
+    """The segments a checkpoint lists as read only by expired versions (see ``expired``)."""
+    return [str(s) for s in _checkpoint_body(dataset, version, data).get("expired", ())]
+
+
+def _checkpoint_body(dataset: str, version: int, data: bytes) -> dict[str, Any]:
     import pyarrow as pa
 
     if len(data) < _HEADER.size:
@@ -107,16 +143,11 @@ def decode_checkpoint(dataset: str, version: int, data: bytes) -> Snapshot:
         v = json.loads(body)
         if int(v["version"]) != version:
             raise ValueError(f"it says version {v['version']}")
-        if fmt == 1:
-            segments = tuple(SegmentEntry.from_dict(s) for s in v["segments"])
-            txns = {k: (int(t), int(c)) for k, (t, c) in v["txns"].items()}
-        else:
-            segments = _segments(v["segments"])
-            t = v["txns"]
-            txns = dict(zip(t["app_id"], zip(t["version"], t["commit"], strict=True), strict=True))
-        return Snapshot(dataset, version, segments, v["schema"], dict(v["properties"]), txns)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise CorruptCheckpointError(dataset, version, f"malformed ({exc})") from None
+    if not isinstance(v, dict):
+        raise CorruptCheckpointError(dataset, version, "malformed (not an object)")
+    return v
 
 
 def _segments(columns: dict[str, list[Any]]) -> tuple[SegmentEntry, ...]:
@@ -148,14 +179,25 @@ def history(store: ChunkStore, dataset: str, after: int = 0, upto: int | None = 
     return [Commit.from_payload(dataset, v, p) for v, p in store.list_commits(dataset, after, upto)]
 
 
+def check_kept(store: ChunkStore, dataset: str, version: int) -> None:
+    """VersionNotFoundError if ``version`` is negative or was expired (one small read)."""
+    if version < 0:
+        raise VersionNotFoundError(dataset, version, None)
+    oldest = store.oldest_version(dataset)
+    if version < oldest:
+        raise VersionNotFoundError(dataset, version, store.latest_version(dataset), oldest)
+
+
 def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
                   damaged: list[CorruptCheckpointError] | None = None) -> Snapshot:
     """The dataset as of ``version`` (default: the latest): the newest readable checkpoint at or
     below it plus the commits after it. Damaged checkpoints are skipped (and appended to
-    ``damaged``). VersionNotFoundError when the log has no such version."""
-    if version is not None and version < 0:
-        raise VersionNotFoundError(dataset, version, None)
+    ``damaged``). VersionNotFoundError when the log has no such version or it was expired;
+    CorruptCheckpointError (``fatal``) when the kept log starts after every readable checkpoint."""
+    if version is not None:
+        check_kept(store, dataset, version)
     base = Snapshot.empty(dataset)
+    skipped: list[CorruptCheckpointError] = []
     for cp in sorted((v for v in store.list_checkpoints(dataset) if version is None or v <= version),
                      reverse=True):
         data = store.get_checkpoint(dataset, cp)
@@ -165,12 +207,66 @@ def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
             base = decode_checkpoint(dataset, cp, data)
             break
         except CorruptCheckpointError as exc:
-            if damaged is not None:
-                damaged.append(exc)
-    snapshot = base.apply(history(store, dataset, base.version, version))
+            skipped.append(exc)
+    if damaged is not None:
+        damaged.extend(skipped)
+    tail = history(store, dataset, base.version, version)
+    if not _continues(base.version, tail):
+        raise _no_start(store, dataset, tail[0].version, skipped)
+    snapshot = base.apply(tail)
     if version is not None and snapshot.version != version:
         raise VersionNotFoundError(dataset, version, snapshot.version)
     return snapshot
+
+
+def extend(store: ChunkStore, snapshot: Snapshot, upto: int | None = None) -> Snapshot | None:
+    """``snapshot`` with the commits after it (up to ``upto``) applied; None when the log no
+    longer continues from it (the commits after it were expired): read it afresh."""
+    tail = history(store, snapshot.dataset, snapshot.version, upto)
+    return snapshot.apply(tail) if _continues(snapshot.version, tail) else None
+
+
+def _continues(version: int, tail: list[Commit]) -> bool:
+    """Whether ``tail`` follows ``version`` without a gap (expired commits leave one)."""
+    return all(c.version == version + i for i, c in enumerate(tail, start=1))
+
+
+def _no_start(store: ChunkStore, dataset: str, first: int,
+              skipped: list[CorruptCheckpointError]) -> CorruptCheckpointError:
+    """The error of a log kept from version ``first`` on with no readable checkpoint at or
+    after ``first - 1``: it names the checkpoint the kept log starts from (the oldest kept
+    version's, which expire wrote) and the fallbacks that could not stand in for it."""
+    oldest = store.oldest_version(dataset)
+    candidates = {d.version: d for d in skipped if d.version >= first - 1}
+    start = oldest if oldest >= first - 1 else max(candidates, default=first - 1)
+    reason = candidates[start].reason if start in candidates else "missing"
+    others = sorted(v for v in candidates if v != start)
+    also = "".join(f"; fallback checkpoint of version {v}: {candidates[v].reason}" for v in others)
+    return CorruptCheckpointError(
+        dataset, start, f"{reason}{also}; the log before version {first} was expired, so no older "
+                        f"state can stand in for it", fatal=True)
+
+
+def verify_checkpoints(store: ChunkStore, dataset: str) -> tuple[int, list[CorruptCheckpointError]]:
+    """Decode every checkpoint; (checkpoints checked, damaged ones). After an expire, a kept log
+    that no readable checkpoint starts is listed too (``fatal``: the dataset cannot be opened)."""
+    damaged = []
+    versions = store.list_checkpoints(dataset)
+    for version in versions:
+        data = store.get_checkpoint(dataset, version)
+        try:
+            if data is None:
+                raise CorruptCheckpointError(dataset, version, "missing")
+            decode_checkpoint(dataset, version, data)
+        except CorruptCheckpointError as exc:
+            damaged.append(exc)
+    if store.oldest_version(dataset):
+        try:
+            load_snapshot(store, dataset)
+        except CorruptCheckpointError as exc:
+            damaged = [d for d in damaged if d.version != exc.version] + [exc]
+            versions = versions if exc.version in versions else [*versions, exc.version]
+    return len(versions), sorted(damaged, key=lambda d: d.version)
 
 
 def write_checkpoint(store: ChunkStore, snapshot: Snapshot) -> bool:
