@@ -112,11 +112,11 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from colonnade.cli import bench, cassandra, commands, demo
+    from colonnade.cli import bench, cassandra, commands, demo, kafka
 
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
                     commands.describe, commands.verify, commands.vacuum, commands.drop,
-                    demo.demo, bench.bench, cassandra.cassandra):
+                    demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
         cli.add_command(command)
 
 
