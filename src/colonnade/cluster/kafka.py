@@ -173,6 +173,24 @@ def _port_open(port: int) -> bool:
         return probe.connect_ex((HOST, port)) == 0
 
 
+def free_port_pair() -> int:
+    """A port N such that N and N + 1 (a broker's client and controller ports) are both free on
+    127.0.0.1 right now, for throwaway brokers in tests."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind((HOST, 0))
+            port = first.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket() as second:
+                try:
+                    second.bind((HOST, port + 1))
+                except OSError:
+                    continue
+        return int(port)
+    raise ClusterError("found no two adjacent free ports on 127.0.0.1")
+
+
 def new_cluster_id() -> str:
     """A random Kafka cluster id, as ``kafka-storage random-uuid`` makes one (URL-safe base64 of
     16 bytes, never starting with '-', which a command line would take for an option)."""
@@ -368,14 +386,15 @@ log.cleaner.threads=1
                 f"before starting it on port {self.port}"
             )
         if running is None:
-            java()  # fail on a missing JDK before spending time on a download
-            lib = self.ensure_distribution()
+            # Fail on a missing JDK or a taken port before spending time on a download.
+            java()
             for port in (self.port, self.controller_port):
                 if _port_open(port):
                     raise ClusterError(
                         f"{HOST}:{port} is in use by a process this broker did not start "
                         f"(another broker? choose another port)"
                     )
+            lib = self.ensure_distribution()
             conf = self._write_config()
             self._format(lib, conf)
             self.pid_file.unlink(missing_ok=True)
