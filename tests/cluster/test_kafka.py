@@ -141,6 +141,16 @@ def test_start_serve_stop_and_restart_keep_topics_and_messages(tmp_path: Path) -
         status = _kafka("status", "--dir", str(directory))
         assert status.returncode == 0
         assert status.stdout.splitlines()[-1].split() == ["kafka", bootstrap, str(pid), "up"]
+        # Another port for a running broker: status shows the real one, start refuses.
+        other = str(free_port_pair())
+        status = _kafka("status", "--dir", str(directory), "--port", other)
+        assert status.stdout.splitlines()[-1].split() == ["kafka", bootstrap, str(pid), "up"]
+        moved = _kafka("start", "--dir", str(directory), "--port", other)
+        assert moved.returncode == 1
+        assert moved.stderr.splitlines()[-1] == (
+            f"error: the broker in {directory} already runs on {bootstrap}: stop it before "
+            f"starting it on port {other}")
+        assert _pid_of(directory) == pid
 
         before = _round_trip(bootstrap, "events")
 

@@ -362,15 +362,21 @@ log.cleaner.threads=1
         """The recorded pid if that process is still this directory's broker JVM."""
         return recorded_pid(self.pid_file, _MAIN_CLASS, str(self.conf_dir / "server.properties"))
 
+    def _running_ports(self) -> tuple[int, int]:
+        """The ports the running broker was configured with (whatever port this object was
+        given), else this object's."""
+        return self._recorded_ports() or (self.port, self.controller_port)
+
     def status(self) -> BrokerStatus:
         pid = self.pid()
+        port = self.port if pid is None else self._running_ports()[0]
         if pid is None:
             state = "down"
-        elif any(node == NODE_ID for node, _, _ in metadata_brokers(HOST, self.port)):
+        elif any(node == NODE_ID for node, _, _ in metadata_brokers(HOST, port)):
             state = "up"
         else:
             state = "starting"
-        return BrokerStatus(self.bootstrap_servers, pid, state)
+        return BrokerStatus(f"{HOST}:{port}", pid, state)
 
     def start(self, timeout: float | None = None) -> bool:
         """Start the broker unless it runs, and wait until it answers; False if it already did.
@@ -379,11 +385,10 @@ log.cleaner.threads=1
         another program holding one of the ports.
         """
         running = self.pid()
-        recorded = self._recorded_ports()
-        if running is not None and recorded is not None and recorded[0] != self.port:
+        if running is not None and self._running_ports()[0] != self.port:
             raise ClusterError(
-                f"the broker in {self.directory} already runs on {HOST}:{recorded[0]}: stop it "
-                f"before starting it on port {self.port}"
+                f"the broker in {self.directory} already runs on {HOST}:"
+                f"{self._running_ports()[0]}: stop it before starting it on port {self.port}"
             )
         if running is None:
             # Fail on a missing JDK or a taken port before spending time on a download.
@@ -432,6 +437,7 @@ log.cleaner.threads=1
         after ``timeout``; False if it was not running. Never signals any other process."""
         pid = self.pid()
         if pid is not None:
+            ports = self._running_ports()
             with contextlib.suppress(ProcessLookupError):  # it may have just exited by itself
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
@@ -447,9 +453,7 @@ log.cleaner.threads=1
             # The kernel may close a dead JVM's listening sockets a moment after the process
             # is gone; wait for that so an immediate restart can bind them.
             deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline and (
-                _port_open(self.port) or _port_open(self.controller_port)
-            ):
+            while time.monotonic() < deadline and any(map(_port_open, ports)):
                 time.sleep(0.2)
         self.pid_file.unlink(missing_ok=True)
         return pid is not None
