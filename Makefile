@@ -9,9 +9,11 @@ UV := $(PYTHON) -m uv
 endif
 RUN := $(UV) run --frozen
 CASSANDRA_DIR ?= $(HOME)/.cache/colonnade/cassandra
+KAFKA_DIR ?= $(HOME)/.cache/colonnade/kafka
+KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test test-unit test-cluster lint bench bench-cassandra cassandra-start cassandra-stop clean
+.PHONY: help setup demo test test-unit test-cluster lint bench bench-cassandra cassandra-start cassandra-stop kafka-start kafka-stop clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -23,13 +25,16 @@ setup: ## Install uv from PyPI (if missing) and the locked dependencies into .ve
 demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries
 	@$(RUN) colonnade demo
 
-test: setup ## Run every test (3-node cluster test included): starts a local Cassandra node with `colonnade cassandra start`, stops it after
+test: setup ## Run every test (3-node cluster test included): starts a local Cassandra node and Kafka broker (`colonnade cassandra|kafka start`), stops them after
 	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
-	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 COLONNADE_TEST_CASSANDRA_LOCAL=1 $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
+	@$(RUN) colonnade kafka start --dir $(KAFKA_DIR) --port $(KAFKA_PORT) || { $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit 1; }
+	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 COLONNADE_TEST_CASSANDRA_LOCAL=1 COLONNADE_TEST_KAFKA=127.0.0.1:$(KAFKA_PORT) \
+	  $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
+	  $(RUN) colonnade kafka stop --dir $(KAFKA_DIR); \
 	  $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit $$status
 
-test-unit: setup ## Run the tests that need no Cassandra
-	@$(RUN) pytest -m "not cassandra and not cluster" $(PYTEST_ARGS)
+test-unit: setup ## Run the tests that need no Cassandra and no Kafka
+	@$(RUN) pytest -m "not cassandra and not cluster and not kafka" $(PYTEST_ARGS)
 
 test-cluster: setup ## Run the 3-node cluster tests (starts and stops its own nodes)
 	@$(RUN) pytest -m cluster $(PYTEST_ARGS)
@@ -50,6 +55,12 @@ cassandra-start: setup ## Start a local Cassandra node
 
 cassandra-stop: setup ## Stop the local Cassandra node
 	@$(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR)
+
+kafka-start: setup ## Start a local Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=N for another port)
+	@$(RUN) colonnade kafka start --dir $(KAFKA_DIR) --port $(KAFKA_PORT)
+
+kafka-stop: setup ## Stop the local Kafka broker
+	@$(RUN) colonnade kafka stop --dir $(KAFKA_DIR)
 
 clean: ## Remove build outputs and the local store
 	rm -rf .venv .pytest_cache .ruff_cache .mypy_cache colonnade.db colonnade.db-wal colonnade.db-shm

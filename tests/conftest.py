@@ -14,6 +14,11 @@ dataset once and query it many times) run each test against every backend in
   (only if this session started it; sessions running side by side should share one node
   through ``$COLONNADE_TEST_CASSANDRA`` instead, so that none stops it under another).
 
+``kafka_bootstrap`` (for tests marked ``kafka``) is ``host:port`` of a Kafka broker for the
+session: ``$COLONNADE_TEST_KAFKA`` when set (``make test`` starts one with ``colonnade kafka
+start``), else a :class:`~colonnade.cluster.kafka.LocalKafka` this session starts in a temporary
+directory on free ports and stops at its end.
+
 Choose backends with ``--stores sqlite`` or ``COLONNADE_TEST_STORES=sqlite`` (deselects the
 others before anything starts), or with ``-m "not cassandra"``.
 
@@ -44,6 +49,7 @@ _NODE_ENV = "COLONNADE_TEST_CASSANDRA"
 _DIR_ENV = "COLONNADE_TEST_CASSANDRA_DIR"
 _SLOT_ENV = "COLONNADE_TEST_CASSANDRA_SLOT"
 _LOCAL_ENV = "COLONNADE_TEST_CASSANDRA_LOCAL"
+_KAFKA_ENV = "COLONNADE_TEST_KAFKA"
 _STORE_FIXTURES = ("store", "module_store")
 
 
@@ -131,6 +137,26 @@ def cassandra_admin(cassandra_node: str) -> Iterator[Any]:
         yield session
     finally:
         cluster.shutdown()
+
+
+# -- the Kafka broker ----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a Kafka broker for this session (see the module docstring)."""
+    given = os.environ.get(_KAFKA_ENV)
+    if given:
+        yield given
+        return
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip(f"no Kafka: set {_KAFKA_ENV}=host:port or install a Java 17 JDK")
+    from colonnade.cluster.kafka import LocalKafka, free_port_pair
+
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"), port=free_port_pair())
+    broker.start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
 
 
 # -- store factories -----------------------------------------------------------------------------

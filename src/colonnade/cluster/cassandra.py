@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -22,6 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from colonnade.cluster.jvm import (
+    cached_version,
+    fetch_distribution,
+    java,
+    launch_detached,
+    recorded_pid,
+    tail,
+)
 from colonnade.errors import ClusterError
 
 CQL_PORT = 9042
@@ -34,7 +41,6 @@ STOP_TIMEOUT = 60.0
 # Maven picks the newest release in this range, so "5.0.x latest" needs no hard-coded list.
 VERSION_RANGE = "[5.0.0,5.0.9999]"
 DATA_DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers")
-_MARKER = ".complete"
 
 # GC and stack settings from Cassandra's jvm-server.options and jvm17-server.options; a node that
 # runs out of heap should die at once rather than limp along and hang the tests using it.
@@ -91,6 +97,11 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 </project>
 """
 
+
+def _pom(version: str) -> str:
+    return _POM.format(version=version)
+
+
 _LOGBACK = """<configuration scan="false">
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
     <file>{file}</file>
@@ -122,33 +133,6 @@ class NodeStatus:
 def default_directory() -> Path:
     env = os.environ.get("COLONNADE_CASSANDRA_DIR")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "colonnade" / "cassandra"
-
-
-def _tool(name: str, package: str) -> str:
-    if name == "java" and os.environ.get("JAVA_HOME"):
-        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / "java"
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        what = "a Java 17 JDK" if name == "java" else "Maven"
-        raise ClusterError(f"{name} not found: install {what} (e.g. apt-get install {package})")
-    return found
-
-
-def _java() -> str:
-    return _tool("java", "openjdk-17-jdk-headless")
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version))
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()[-lines:]
-    except FileNotFoundError:
-        return []
 
 
 def _cql_request(sock: socket.socket, opcode: int, body: bytes) -> tuple[int, bytes]:
@@ -262,50 +246,11 @@ class LocalCluster:
     def ensure_distribution(self) -> Path:
         """Return the lib/ directory holding cassandra-all and its runtime jars, fetching if needed."""
         if self.version is None:
-            cached = [
-                p.name[5:] for p in self.cache_dir.glob("dist-5.0.*") if (p / _MARKER).exists()
-            ]
-            if cached:
-                self.version = max(cached, key=_version_key)
-        if self.version is not None:
-            dist = self.cache_dir / f"dist-{self.version}"
-            if (dist / _MARKER).exists():
-                return dist / "lib"
-        mvn = _tool("mvn", "maven")
-        staging = self.cache_dir / f"staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / "lib").mkdir(parents=True)
-        (staging / "pom.xml").write_text(_POM.format(version=self.version or VERSION_RANGE))
-        cmd = [
-            mvn,
-            "-q",
-            "-B",
-            "-U",  # otherwise a failed lookup stays cached in ~/.m2 and is never retried
-            "-Dstyle.color=never",
-            "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
-            "-DoutputDirectory=lib",
-            "-DincludeScope=runtime",
-        ]
-        proc = subprocess.run(cmd, cwd=staging, capture_output=True, text=True)
-        jars = list((staging / "lib").glob("cassandra-all-*.jar"))
-        if proc.returncode != 0 or not jars:
-            shutil.rmtree(staging, ignore_errors=True)
-            lines = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).splitlines()
-            errors = [line for line in lines if line.startswith("[ERROR]") and line[7:].strip()]
-            detail = (errors or lines or ["no output"])[0][:400]
-            raise ClusterError(
-                f"mvn could not fetch cassandra-all {self.version or VERSION_RANGE}: {detail}"
-            )
-        self.version = jars[0].name[len("cassandra-all-") : -len(".jar")]
-        count = len(list((staging / "lib").glob("*.jar")))
-        (staging / _MARKER).write_text(f"{self.version} {count} jars\n")
-        dist = self.cache_dir / f"dist-{self.version}"
-        if (dist / _MARKER).exists():  # another process finished first
-            shutil.rmtree(staging, ignore_errors=True)
-        else:
-            shutil.rmtree(dist, ignore_errors=True)  # a half-written copy from a killed run
-            staging.rename(dist)
-        return dist / "lib"
+            self.version = cached_version(self.cache_dir, "5.0.")
+        self.version, lib = fetch_distribution(
+            self.cache_dir, self.version or VERSION_RANGE, _pom, "cassandra-all"
+        )
+        return lib
 
     # -- configuration --------------------------------------------------------------------
     def _write_config(self, node: int) -> Path:
@@ -381,7 +326,7 @@ request_timeout: 20000ms
     def _java_command(self, node: int, lib: Path, conf: Path) -> list[str]:
         nd = self.node_dir(node)
         heap = [f"-Xms{self.heap}", f"-Xmx{self.heap}"]
-        cmd = [_java(), *heap, *SERVER_FLAGS, *JAVA17_FLAGS]
+        cmd = [java(), *heap, *SERVER_FLAGS, *JAVA17_FLAGS]
         jamm = sorted(lib.glob("jamm-*.jar"))
         if jamm:  # Cassandra measures memtable sizes through the jamm agent, as its launcher does
             cmd.append(f"-javaagent:{jamm[-1]}")
@@ -410,28 +355,8 @@ request_timeout: 20000ms
     # -- processes ------------------------------------------------------------------------
     def _pid(self, node: int) -> int | None:
         """The recorded pid if that process is still this node's JVM (guards against pid reuse)."""
-        try:
-            pid = int((self.node_dir(node) / "pid").read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        proc = Path(f"/proc/{pid}")
-        if proc.exists():
-            try:
-                # A zombie leader with other threads left is a JVM still exiting (and still
-                # holding its ports); a lone zombie has exited and awaits a reaper.
-                zombie = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-                if zombie and len(os.listdir(proc / "task")) <= 1:
-                    return None
-                cmdline = proc.joinpath("cmdline").read_bytes().decode(errors="replace")
-            except (OSError, IndexError):
-                return None
-            ok = "CassandraDaemon" in cmdline and str(self.node_dir(node) / "conf") in cmdline
-            return pid if ok else None
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return None
-        return pid
+        conf = str(self.node_dir(node) / "conf")
+        return recorded_pid(self.node_dir(node) / "pid", "CassandraDaemon", conf)
 
     def _state(self, node: int) -> tuple[int | None, str]:
         pid = self._pid(node)
@@ -456,7 +381,7 @@ request_timeout: 20000ms
         if state == "up":
             return
         if pid is None:
-            _java()  # fail on a missing JDK before spending time on a download
+            java()  # fail on a missing JDK before spending time on a download
             lib = self.ensure_distribution()
             busy = self._busy_port(node)
             if busy is not None:
@@ -468,20 +393,8 @@ request_timeout: 20000ms
             nd = self.node_dir(node)
             (nd / "pid").unlink(missing_ok=True)
             cmd = self._java_command(node, lib, conf)
-            # Fork through sh so the JVM is re-parented away from us: it outlives this process,
-            # and no Popen object lingers to warn about a still-running child.
-            launcher = 'exec "$@" >>"$COLONNADE_STDOUT" 2>&1 </dev/null &\necho $!'
-            env = {**os.environ, "COLONNADE_STDOUT": str(nd / "logs" / "stdout.log")}
-            out = subprocess.run(
-                ["/bin/sh", "-c", launcher, "sh", *cmd],
-                cwd=nd,
-                env=env,
-                capture_output=True,
-                text=True,
-                start_new_session=True,
-                check=True,
-            )
-            (nd / "pid").write_text(out.stdout.strip() + "\n")
+            pid = launch_detached(cmd, nd, nd / "logs" / "stdout.log")
+            (nd / "pid").write_text(f"{pid}\n")
         if wait:
             self._wait_up(node, self.start_timeout if timeout is None else timeout)
 
@@ -515,8 +428,8 @@ request_timeout: 20000ms
 
     def _failure_log(self, node: int) -> str:
         logs = self.node_dir(node) / "logs"
-        text = _tail(logs / "system.log", 20)
-        stdout = _tail(logs / "stdout.log", 10)
+        text = tail(logs / "system.log", 20)
+        stdout = tail(logs / "stdout.log", 10)
         if stdout:  # JVM option errors and crashes only ever reach stdout
             text += ["--- stdout.log ---", *stdout]
         return "\n".join(text)
@@ -555,7 +468,7 @@ request_timeout: 20000ms
 
     def logs(self, node: int, lines: int = 50) -> str:
         self._check(node)
-        return "\n".join(_tail(self.node_dir(node) / "logs" / "system.log", lines))
+        return "\n".join(tail(self.node_dir(node) / "logs" / "system.log", lines))
 
     def clear(self) -> None:
         """Stop every node and delete all data, commit logs, caches and hints (logs are kept)."""
@@ -571,7 +484,7 @@ request_timeout: 20000ms
         tools_logback = lib.parent / "logback-tools.xml"
         if not tools_logback.exists():
             tools_logback.write_text(_TOOLS_LOGBACK)
-        cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", *JAVA17_FLAGS]
+        cmd = [java(), "-Xmx256m", "-XX:+UseSerialGC", *JAVA17_FLAGS]
         cmd += [f"-Dlogback.configurationFile={tools_logback}", "-cp", f"{lib}/*"]
         cmd += ["org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1"]
         cmd += ["-p", str(self.jmx_port(node)), *args]
