@@ -58,14 +58,18 @@ def gdelt(settings: Settings, rows: int | None, store_uri: str | None, out: Path
               default=Path("bench-results"), show_default=True, help="Where log.json and log.md go.")
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, metavar="K",
               help="Repetitions per measurement (the median is reported).")
+@click.option("--compact-every", type=click.IntRange(min=1), default=1_000, show_default=True, metavar="N",
+              help="Commits between compactions of the stream-like log.")
 @pass_settings
 def log(settings: Settings, commits: int, small: int, store_uri: str | None, out: Path,
-        repeats: int) -> None:
-    """The cost of a long commit log: open, plan, SQL and source lookup at N vs 20 commits."""
+        repeats: int, compact_every: int) -> None:
+    """The cost of a long commit log: open, plan, SQL and source lookup at N vs 20 commits,
+    with and without compaction."""
     from colonnade.bench import log as study
 
     store = store_uri or (settings.store if settings.store_given else None)
-    study.main(commits=commits, small=small, store=store, out=out, repeats=repeats)
+    study.main(commits=commits, small=small, store=store, out=out, repeats=repeats,
+               compact_every=compact_every)
 
 
 @bench.command("compact")
