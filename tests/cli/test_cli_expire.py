@@ -63,7 +63,7 @@ def test_expire_then_vacuum_from_the_command_line(store: Store) -> None:
     assert json.loads(done.stdout) == {
         "dataset": "t", "dry_run": False, "latest": 5, "oldest_before": 0, "oldest": 4,
         "versions_expired": 3, "expired": [1, 3], "commits_removed": 3, "checkpoints_removed": [],
-        "checkpoints_written": [3, 4], "fallback": 3}
+        "checkpoints_written": [3, 4], "fallback": 3, "retention": None}
     again = run_cli([*cli, "expire", "t", "--retain-last", "2"])
     assert again.stdout == "nothing to expire in dataset 't': versions 4-5 kept\n", again
 

@@ -222,8 +222,12 @@ def test_vacuum_removes_segments_no_commit_names(invoke: Invoke, events: Path,
             writer.write(ds.conform(batch))
         writer.finish()  # a writer that died before its commit record
     assert first_line(invoke("vacuum", "events")) == "removed 0 orphan segments of dataset 'events'"
-    assert invoke("vacuum", "events", "--grace", "0", "--dry-run").stdout == \
-        "would remove 3 orphan segments of dataset 'events'\n"
+    dry = invoke("vacuum", "events", "--grace", "0", "--dry-run").stdout.splitlines()
+    assert dry[:2] == ["would remove 3 orphan segments of dataset 'events'",
+                       "  in all: 3 segments in 3 partitions, 6 rows, " + dry[1].rsplit(", ", 1)[-1]]
+    assert [line.split()[:4] for line in dry[-3:]] == [["region=north", "orphan", "1", "3"],
+                                                       ["region=south", "orphan", "1", "2"],
+                                                       ["region=west", "orphan", "1", "1"]]
     assert first_line(invoke("vacuum", "events", "--grace", "0")) == \
         "removed 3 orphan segments of dataset 'events'"
     assert first_line(invoke("vacuum", "events", "--grace", "0")) == \

@@ -110,7 +110,8 @@ def test_a_full_disk_fails_the_ingest_cleanly_and_keeps_the_store(small_disk: Pa
     subprocess.run(["mount", "-o", "remount,size=64m", "tmpfs", str(small_disk)], check=True)
     vacuumed = invoke("vacuum", "t", "--grace", "0").stdout.splitlines()
     assert vacuumed[0] == f"removed {orphans} orphan segments of dataset 't'"
-    assert vacuumed[1].startswith("freed ") and len(vacuumed) == 2
+    assert vacuumed[1].startswith(f"  in all: {orphans} segments in 1 partition, ")
+    assert vacuumed[2].startswith("freed ") and len(vacuumed) == 3
     assert os.path.getsize(small_disk / "store.db") < 2 * 1024 * 1024, "the space went back to the disk"
     again = invoke("ingest", "t", str(big))
     assert again.exit_code == 0, again.output

@@ -99,7 +99,7 @@ def test_a_writers_uncommitted_segments_survive_vacuum(store: Store, replaced: t
     pending = writer.finish()  # written, not committed yet
     report = ds.vacuum()
     assert {r.segment for r in report.removed} == old  # the expired ones only
-    assert ds.commit(commit.with_actions(AddSegments(tuple(pending)))) == 5
+    assert ds.commit(commit.with_actions(AddSegments(tuple(pending)))).version == 5
     fresh = store.dataset("t")
     assert ids(fresh)[-40:] == list(range(5000, 5040)) and fresh.verify()[1] == []
     assert fresh.vacuum(grace_seconds=0).segments == 0

@@ -171,7 +171,7 @@ class ColonnadeArrowDataset(_SafeDataset):
         def read_stats(partitions: list[str]) -> dict[str, dict[str, ChunkStats]]:
             return ds.segment_stats(snapshot, partitions)
 
-        self._where = prune(runner, ds.spec, schema, node, snapshot.segments, read_stats)
+        self._where = prune(runner, ds.spec_at(snapshot), schema, node, snapshot.segments, read_stats)
 
     def warnings(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """Why filters on this dataset were not used for pruning (after the query ran, on its

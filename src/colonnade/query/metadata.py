@@ -98,7 +98,7 @@ def partitions_table(ds: Dataset, snapshot: Snapshot) -> pa.Table:
         row[1] += 1
         row[2] += s.rows
         row[3] += _bytes(stats.get(s.segment, {}))
-    transforms = ds.spec.partition_by
+    transforms = ds.spec_at(snapshot).partition_by
     if transforms:
         schema = ds.schema_at(snapshot)
         value_arrays = []

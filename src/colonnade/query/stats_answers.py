@@ -131,7 +131,7 @@ class StatsAnswers:
         if any(c.lower() not in by_lower for c in written):
             return None
         columns = {c: by_lower[c.lower()] for c in written}
-        identity = {t.source for t in ds.spec.partition_by if t.name == "identity"}
+        identity = {t.source for t in ds.spec_at(snapshot).partition_by if t.name == "identity"}
         if any(columns[c] not in identity for c in plan.where_columns):
             return None
         key = (ds.name, id(ds), snapshot.version, query)
@@ -187,7 +187,7 @@ class StatsAnswers:
         """The partitions whose rows all satisfy the WHERE (the others have none that do): the
         predicate evaluated by DuckDB on each partition's values."""
         schema = ds.schema_at(snapshot)
-        positions = {t.source: i for i, t in enumerate(ds.spec.partition_by) if t.name == "identity"}
+        positions = {t.source: i for i, t in enumerate(ds.spec_at(snapshot).partition_by) if t.name == "identity"}
         first: dict[str, tuple[Any, ...]] = {}
         for s in snapshot.segments:
             first.setdefault(s.partition, s.values)

@@ -105,6 +105,11 @@ class Dataset:
         self._spec = spec
         self._synced = None
 
+    def spec_at(self, snapshot: Snapshot) -> DatasetSpec:
+        """The spec as of ``snapshot``: its own schema (time travel), without reading the
+        latest version (a reader pinned to an old version needs nothing newer)."""
+        return self._spec.with_schema(self.schema_at(snapshot))
+
     @property
     def schema(self) -> pa.Schema:
         return self.spec.schema
