@@ -271,3 +271,17 @@ def test_commit_info_records_the_operation_the_version_read_and_the_writer(store
     assert [(i.operation, i.read_version) for i in infos] == [("append", 0), ("append", 1), ("overwrite", 2)]
     assert all(i.writer.startswith(f"colonnade {colonnade.__version__} on ") and f"(pid {os.getpid()})" in i.writer
                for i in infos)
+
+
+def test_a_compaction_that_removes_many_segments_writes_a_checkpoint(store: Store, every_five: None) -> None:
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+    for i in range(7):
+        ds.append(pa.table({"id": [i]}))
+    assert store.chunk_store.list_checkpoints("t") == [5]
+    done = ds.compact()
+    assert done.version == 8 and done.segments_before == 7
+    assert store.chunk_store.list_checkpoints("t") == [5, 8]  # not a multiple of 5: it shrank the state
+    opened = log.load_snapshot(store.chunk_store, "t")
+    assert len(opened.segments) == 1 and ids(store.dataset("t").scan().to_arrow()) == list(range(7))
+    ds.append(pa.table({"id": [7]}))
+    assert store.chunk_store.list_checkpoints("t") == [5, 8]  # an append removes nothing

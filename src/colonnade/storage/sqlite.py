@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS commits (
 CREATE TABLE IF NOT EXISTS checkpoints (
     dataset TEXT NOT NULL, version INTEGER NOT NULL, payload BLOB NOT NULL,
     PRIMARY KEY (dataset, version)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS checkpoint_versions ON checkpoints (dataset, version);
 CREATE TABLE IF NOT EXISTS log_bounds (
     dataset TEXT PRIMARY KEY, oldest INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS segments (

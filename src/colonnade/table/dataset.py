@@ -248,7 +248,7 @@ class Dataset:
                 fault_point("before_commit")
                 self.store.commit(self.name, version, record.to_payload())  # 2. put-if-absent
                 fault_point("after_commit")
-                if version % log.checkpoint_interval() == 0:
+                if log.checkpoint_due(version, record):
                     log.write_checkpoint(self.store, self.snapshot(version))
                 return CommitResult(version)
             except CommitConflictError:

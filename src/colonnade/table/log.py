@@ -1,7 +1,8 @@
 """Reading the commit log fast: checkpoints of the live state, and snapshots built from them.
 
-Every ``checkpoint_interval`` commits (default 100, ``COLONNADE_CHECKPOINT_INTERVAL``) the writer
-of that version stores a checkpoint: the live state as of the version (recorded schema,
+Every ``checkpoint_interval`` commits (default 100, ``COLONNADE_CHECKPOINT_INTERVAL``), and after
+a commit that removed at least that many segments (a compaction), the writer of that version
+stores a checkpoint: the live state as of the version (recorded schema,
 properties, live segments with their partition values, transaction markers). Opening a dataset
 reads the newest checkpoint at or below the wanted version plus the commits after it, so the
 cost of opening does not grow with the length of the log, and finding a source identity is one
@@ -64,6 +65,15 @@ def checkpoint_interval() -> int:
         return max(1, int(text)) if text else DEFAULT_CHECKPOINT_INTERVAL
     except ValueError:
         return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def checkpoint_due(version: int, commit: Commit) -> bool:
+    """Whether the writer of ``version`` also writes its checkpoint: every
+    ``checkpoint_interval`` versions, and after a commit that removed at least that many
+    segments (a compaction or an overwrite: the live state just shrank, and opening from the
+    previous checkpoint would decode every segment it removed)."""
+    interval = checkpoint_interval()
+    return version % interval == 0 or len(commit.removed) >= interval
 
 
 def encode_checkpoint(snapshot: Snapshot, expired: Collection[str] = ()) -> bytes:
