@@ -89,3 +89,17 @@ def test_alter_sets_and_removes_retention(small: Store) -> None:
     removed = run(small, "alter", "t", "--retain", "none", "--json")
     assert json.loads(removed.stdout) == {"dataset": "t", "version": 9, "retention": None}
     assert small.dataset("t").snapshot().properties["retention"] is None
+
+
+def test_describe_lists_the_newest_versions_and_says_where_the_rest_are(store: Store) -> None:
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+    for i in range(25):
+        ds.append(pa.table({"id": [i]}))
+    out = run(store, "describe", "t")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().endswith('the newest 20 of 25 versions kept; every one: SELECT * FROM "t$commits"')
+    listed = json.loads(run(store, "describe", "t", "--json", "--versions", "3").stdout)
+    assert [v["version"] for v in listed["versions"]] == [23, 24, 25] and listed["versions_kept"] == 25
+    assert len(json.loads(run(store, "describe", "t", "--json", "--versions", "30").stdout)["versions"]) == 25
+    every = run(store, "sql", 'SELECT count(*) AS n FROM "t$commits"', "--format", "csv")
+    assert every.stdout == "n\n25\n", every.stderr

@@ -384,7 +384,7 @@ def explain(settings: Settings, query: str, as_json: bool, version: int | None) 
 def datasets(settings: Settings, as_json: bool) -> None:
     """List the datasets of the store with their rows, segments, bytes and version."""
     with settings.connect() as store:
-        infos = [store.dataset(name).describe() for name in store.datasets()]
+        infos = [store.dataset(name).describe(versions=0) for name in store.datasets()]
     keys = ("name", "rows", "segments", "bytes", "version")
     if as_json:
         echo_json([{k: info[k] for k in keys} for info in infos])
@@ -400,11 +400,13 @@ def datasets(settings: Settings, as_json: bool) -> None:
 @click.command()
 @click.argument("dataset")
 @click.option("--json", "as_json", is_flag=True, help="Print the description as JSON.")
+@click.option("--versions", type=click.IntRange(min=0), default=20, show_default=True, metavar="N",
+              help='The newest N versions are listed (every one: SELECT * FROM "DATASET$commits").')
 @pass_settings
-def describe(settings: Settings, dataset: str, as_json: bool) -> None:
+def describe(settings: Settings, dataset: str, as_json: bool, versions: int) -> None:
     """Show DATASET: size, partitioning, columns with their stored bytes, and its versions."""
     with settings.connect() as store:
-        info = store.dataset(dataset).describe()
+        info = store.dataset(dataset).describe(versions=versions)
     if as_json:
         echo_json(info)
         return
@@ -432,6 +434,10 @@ def _print_description(info: dict[str, Any]) -> None:
                 [[v["version"], v["kind"], human_time(v["at"]), v["rows_added"],
                   v["segments_added"], v["segments_removed"], cell(v["source"]) if v["source"] else ""]
                  for v in info["versions"]], title="versions")
+    shown, kept = len(info["versions"]), info["versions_kept"]
+    if shown < kept:
+        click.echo(f"the newest {shown:,} of {kept:,} versions kept; every one: "
+                   f'SELECT * FROM "{info["name"]}$commits"')
 
 
 # -- maintenance --------------------------------------------------------------------------------

@@ -464,19 +464,21 @@ class Dataset:
         :mod:`colonnade.table.vacuum`."""
         return vacuum_segments(self, grace_seconds, dry_run)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, versions: int | None = 20) -> dict[str, Any]:
+        """Size, layout, bytes per column and partition, and the newest ``versions`` commits
+        (all with None; a stream makes tens of thousands: the SQL table ``"name$commits"``
+        lists them all)."""
         snapshot = self.snapshot()
         partitions = sorted({s.partition for s in snapshot.segments})
-        rows_by_id = {r.segment: r for r in self.store.get_segments(self.name, partitions)} if partitions else {}
+        stats = self.segment_stats(snapshot)
         col_bytes: dict[str, int] = dict.fromkeys(self.schema.names, 0)
         part_bytes: dict[str, int] = {}
         for seg in snapshot.segments:
-            row = rows_by_id.get(seg.segment)
-            if row is None:
-                continue
-            for c, st in segment_stats_from_json(row.stats).items():
+            for c, st in stats.get(seg.segment, {}).items():
                 col_bytes[c] = col_bytes.get(c, 0) + st.nbytes
                 part_bytes[seg.partition] = part_bytes.get(seg.partition, 0) + st.nbytes
+        oldest = max(self.store.oldest_version(self.name), 1) if snapshot.version else 0
+        after = 0 if versions is None else max(0, snapshot.version - versions)
         return {
             "name": self.name,
             "store": self.store.uri,
@@ -493,7 +495,8 @@ class Dataset:
             "partition_bytes": part_bytes,
             "versions": [{"version": c.version, "kind": c.kind, "at": c.at, "rows_added": c.rows_added,
                           "segments_added": len(c.added), "segments_removed": len(c.removed),
-                          "source": c.source} for c in self.history(upto=snapshot.version)],
+                          "source": c.source} for c in self.history(after=after, upto=snapshot.version)],
+            "versions_kept": snapshot.version - oldest + 1 if snapshot.version else 0,
         }
 
 
