@@ -17,7 +17,9 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from colonnade.query.where import dicts_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -110,7 +112,7 @@ def table_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
     if not isinstance(parsed, dict) or parsed.get("error") or not parsed.get("statements"):
         return _sqlglot_names(query)
     names = set()
-    for d in _dicts(parsed["statements"]):
+    for d in dicts_of(parsed["statements"]):
         if d.get("type") == "BASE_TABLE" and isinstance(d.get("table_name"), str):
             if _default_schema(str(d.get("catalog_name") or ""), str(d.get("schema_name") or "")):
                 names.add(d["table_name"])
@@ -135,19 +137,6 @@ def _cached_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None
 def _default_schema(catalog: str, schema: str) -> bool:
     catalog, schema = catalog.lower(), schema.lower()
     return (not schema and not catalog) or (schema in ("main", "temp") and catalog in ("", "memory", "temp"))
-
-
-def _dicts(tree: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    stack = [tree]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            out.append(x)
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-    return out
 
 
 def _sqlglot_names(query: str) -> set[str] | None:

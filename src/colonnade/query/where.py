@@ -134,11 +134,11 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
     if parsed.get("error") or len(parsed.get("statements") or []) != 1:
         return {}
     statement = parsed["statements"][0]
-    if any(d.get("type") == "TABLE_FUNCTION" for d in _dicts(statement)):
+    if any(d.get("type") == "TABLE_FUNCTION" for d in dicts_of(statement)):
         return {}  # query_table('t') and the like scan datasets without naming them
     by_lower = {name.lower(): name for name in schemas}
     counts: dict[str, int] = {}
-    for d in _dicts(statement):
+    for d in dicts_of(statement):
         if d.get("type") == "BASE_TABLE" and isinstance(d.get("table_name"), str):
             name = by_lower.get(d["table_name"].lower())
             if name is not None:
@@ -150,7 +150,7 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
                     counts[name] = counts.get(name, 0) + 2  # a CTE of that name hides the dataset
     reader = _Reader(schemas, by_lower)
     out: dict[str, DatasetWhere] = {}
-    for d in _dicts(statement):
+    for d in dicts_of(statement):
         if d.get("type") == "SELECT_NODE" and d.get("where_clause") is not None:
             reader.select(d, counts, out)
     for name, n in counts.items():
@@ -161,7 +161,8 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
     return out
 
 
-def _dicts(tree: Any) -> list[dict[str, Any]]:
+def dicts_of(tree: Any) -> list[dict[str, Any]]:
+    """Every JSON object in a parsed statement (DuckDB's json_serialize_sql), depth first."""
     out: list[dict[str, Any]] = []
     stack = [tree]
     while stack:
@@ -230,7 +231,7 @@ class _Reader:
             got = self._convert(conjunct, ref)
             if isinstance(got, Rejected):
                 # (re-run alone for explain, unless it holds a subquery: that would scan tables)
-                alone = not any(d.get("class") == "SUBQUERY" for d in _dicts(conjunct))
+                alone = not any(d.get("class") == "SUBQUERY" for d in dicts_of(conjunct))
                 into.rejected.append(replace(got, conjunct=self._json(conjunct) if alone else "", alias=ref.alias))
             else:
                 usable.append(got)
@@ -349,7 +350,7 @@ class _Reader:
 
     def _constant(self, expr: dict[str, Any], ref: _Ref) -> Constant | str:
         """The constant side, or why it isn't one."""
-        for d in _dicts(expr):
+        for d in dicts_of(expr):
             cls = d.get("class")
             if cls == "SUBQUERY":
                 return "compares with a subquery"
