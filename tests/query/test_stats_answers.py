@@ -136,3 +136,35 @@ def test_golden_rewrites(before: str, names: list[str], literals: list[str], aft
                                    "SELECT count(*) FROM t WHERE p IN (SELECT 1)"])
 def test_rules_refuse_what_they_cannot_prove(query: str) -> None:
     assert analyse(query) is None
+
+
+# -- WHERE on the source column of a time transform: exact when it falls on partition bounds ------
+DECIDED = [  # every partition wholly in or out
+    "SELECT count(*), min(n), max(ts) FROM t WHERE ts >= TIMESTAMP '2024-02-01'",
+    "SELECT count(n) FROM t AS e WHERE e.ts < TIMESTAMP '2024-03-01' AND e.ts >= TIMESTAMP '2024-02-01'",
+    "SELECT count(*), max(d) FROM t WHERE ts IS NULL",
+    "SELECT count(*) FROM t WHERE ts >= TIMESTAMP '2030-01-01'",
+]
+UNDECIDED = [  # cuts through a month: read
+    "SELECT count(*) FROM t WHERE ts >= TIMESTAMP '2024-02-15'",
+    "SELECT min(n) FROM t WHERE ts < TIMESTAMP '2024-03-01 00:00:01'",
+]
+
+
+@pytest.fixture
+def monthly(store: Store) -> Store:
+    ds = store.create_dataset("t", SCHEMA, partition_by="month(ts)", segment_rows=128)
+    for b in BATCHES:
+        ds.append(b)
+    return store
+
+
+@pytest.mark.parametrize("query", DECIDED + UNDECIDED)
+def test_a_where_the_transforms_decide_is_answered_from_statistics(monthly: Store, query: str) -> None:
+    reference = duckdb.connect()
+    reference.register("t", pa.concat_tables(BATCHES))
+    expected = reference.sql(query).to_arrow_table()
+    got = monthly.sql(query)
+    assert got.schema == expected.schema and got.to_pylist() == expected.to_pylist()
+    read = monthly.explain(query).totals()["chunks_read"]
+    assert (read == 0) == (query in DECIDED), read

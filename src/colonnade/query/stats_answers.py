@@ -131,14 +131,24 @@ class StatsAnswers:
         if any(c.lower() not in by_lower for c in written):
             return None
         columns = {c: by_lower[c.lower()] for c in written}
-        identity = {t.source for t in ds.spec_at(snapshot).partition_by if t.name == "identity"}
-        if any(columns[c] not in identity for c in plan.where_columns):
+        spec = ds.spec_at(snapshot)
+        identity = {t.source for t in spec.partition_by if t.name == "identity"}
+        sources = {t.source for t in spec.partition_by}
+        if any(columns[c] not in sources for c in plan.where_columns):
             return None
         key = (ds.name, id(ds), snapshot.version, query)
         cached = self._values.get(key)
         if cached is None:
-            partitions = None if plan.where is None else self._partitions(con, plan, ds, snapshot, columns)
-            cached = (aggregate_values(ds, snapshot, plan, partitions, columns), partitions)
+            decided: set[str] | bool | None = None  # None: no WHERE; False: not decided exactly
+            if plan.where is not None and all(columns[c] in identity for c in plan.where_columns):
+                decided = self._partitions(con, plan, ds, snapshot, columns)
+            elif plan.where is not None:
+                decided = _decided_partitions(plan, ds, snapshot)
+            if decided is False:
+                cached = (None, None)
+            else:
+                chosen = decided if isinstance(decided, set) else None
+                cached = (aggregate_values(ds, snapshot, plan, chosen, columns), chosen)
             with self._lock:
                 if len(self._values) >= _KEPT:
                     self._values.clear()
@@ -206,6 +216,36 @@ class StatsAnswers:
         finally:
             con.unregister(name)
         return {p for p, k in zip(names, kept, strict=True) if k}
+
+
+def _decided_partitions(plan: StatsQuery, ds: Dataset, snapshot: Snapshot) -> set[str] | bool:
+    """The partitions whose rows all satisfy a WHERE on partition source columns, when the
+    transforms decide every partition exactly (each one's source range is wholly in or wholly
+    out, e.g. ``day(ts)`` partitions and ``ts >= '2024-03-01'``); False when one is only partly
+    in (then the query is read)."""
+    from sqlglot import exp
+
+    from colonnade.errors import PredicateError
+    from colonnade.table.predicate import Predicate
+
+    assert plan.where is not None
+    unqualified = plan.where.copy().transform(
+        lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+    spec = ds.spec_at(snapshot)
+    values: dict[str, tuple[Any, ...]] = {}
+    for s in snapshot.segments:
+        values.setdefault(s.partition, s.values)
+    try:
+        with Predicate(ds.name, unqualified.sql(dialect="duckdb"), ds.schema_at(snapshot)) as predicate:
+            kept = set()
+            for partition, v in values.items():
+                if predicate.all_match_partition(spec, v):
+                    kept.add(partition)
+                elif predicate.may_match_partition(spec, v):
+                    return False  # some rows of it may match and others not
+            return kept
+    except PredicateError:
+        return False
 
 
 def _literal(scalar: pa.Scalar) -> str:
