@@ -110,10 +110,15 @@ def test_expire_errors_are_one_line(store: Store) -> None:
          "e.g. 7d or 12h"),
         (["expire", "nope"], 1, "error: dataset 'nope' does not exist"),
         (["vacuum", "nope", "--json"], 1, "error: dataset 'nope' does not exist"),
+        (["vacuum", "t", "--grace", "soon"], 2, "error: --grace: invalid duration 'soon': write a number "
+         "and a unit (s, m, h, d or w), e.g. 7d or 12h"),
+        (["vacuum", "t", "--grace", "-5"], 2, "error: --grace must be at least 0, got -5"),
     ]:
         run = run_cli([*cli, *args])
         assert (run.status, run.stdout, run.stderr) == (status, "", message + "\n"), run
     assert store.chunk_store.oldest_version("t") == 0
+    for grace in ("30m", "1800", "0.5h"):
+        assert run_cli([*cli, "vacuum", "t", "--grace", grace, "--dry-run"]).status == 0
     helped = run_cli(["expire", "--help"])
     assert helped.status == 0 and "--older-than DURATION" in helped.stdout and "--retain-last N" in helped.stdout
 

@@ -95,13 +95,13 @@ def expire(settings: Settings, dataset: str, older_than: str | None, retain_last
 
 @click.command()
 @click.argument("dataset", required=False)
-@click.option("--grace", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              metavar="SECONDS", help="Keep unnamed segments younger than this (a writer may "
-                                      "still be about to commit them).")
+@click.option("--grace", default="1h", show_default=True, metavar="DURATION",
+              help="Keep unnamed segments younger than this (a writer may still be about to "
+                   "commit them): seconds, or a number and a unit (s, m, h, d, w), e.g. 30m.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_settings
-def vacuum(settings: Settings, dataset: str | None, grace: float, dry_run: bool, as_json: bool) -> None:
+def vacuum(settings: Settings, dataset: str | None, grace: str, dry_run: bool, as_json: bool) -> None:
     """Remove the segments of DATASET (default: of every dataset) that no kept version reads,
     and give the space back to the file system.
 
@@ -111,11 +111,13 @@ def vacuum(settings: Settings, dataset: str | None, grace: float, dry_run: bool,
     writers committing meanwhile are unaffected."""
     from colonnade.cli.commands import _reclaim
 
+    grace_seconds = _grace(grace)
+
     freed = None
     with settings.connect() as store:
         before = store.disk_bytes()
         names = [store.dataset(dataset).name] if dataset is not None else store.datasets()
-        reports = [store.dataset(name).vacuum(grace_seconds=grace, dry_run=dry_run) for name in names]
+        reports = [store.dataset(name).vacuum(grace_seconds=grace_seconds, dry_run=dry_run) for name in names]
         if not as_json:
             for report in reports:
                 _print_vacuum(report)
@@ -127,6 +129,23 @@ def vacuum(settings: Settings, dataset: str | None, grace: float, dry_run: bool,
             freed = None if before is None or after is None else max(0, before - after)
     if as_json:
         echo_json({"dry_run": dry_run, "datasets": [r.to_dict() for r in reports], "freed_bytes": freed})
+
+
+def _grace(text: str) -> float:
+    """``--grace``: seconds (``0``, ``3600``) or a duration (``30m``, ``1h``)."""
+    from colonnade.config import parse_duration
+    from colonnade.errors import ConfigError
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            return parse_duration(text)
+        except ConfigError as exc:
+            raise OptionError(f"--grace: {exc}") from None
+    if seconds < 0:
+        raise OptionError(f"--grace must be at least 0, got {text}")
+    return seconds
 
 
 def _print_vacuum(report: Any) -> None:
