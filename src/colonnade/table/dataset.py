@@ -86,6 +86,7 @@ class Dataset:
         self._synced: list[list[str]] | None = None  # the log's schema that _spec holds
         self.recorded = recorded
         self._latest: Snapshot | None = None  # the newest state read, extended on demand
+        self._schemas: dict[int, tuple[list[list[str]], pa.Schema]] = {}  # decoded recorded schemas
         self.recorded_here = False  # this object's first commit recorded the dataset
 
     @property
@@ -108,7 +109,10 @@ class Dataset:
     def spec_at(self, snapshot: Snapshot) -> DatasetSpec:
         """The spec as of ``snapshot``: its own schema (time travel), without reading the
         latest version (a reader pinned to an old version needs nothing newer)."""
-        return self._spec.with_schema(self.schema_at(snapshot))
+        schema = self.schema_at(snapshot)
+        if self._spec.schema.equals(schema):
+            return self._spec
+        return self._spec.with_schema(schema)
 
     @property
     def schema(self) -> pa.Schema:
@@ -166,7 +170,15 @@ class Dataset:
     def schema_at(self, snapshot: Snapshot) -> pa.Schema:
         """The schema as of ``snapshot``: the last one its commits recorded (datasets written
         before commits recorded their schema read with today's)."""
-        return self._spec.schema if snapshot.schema is None else schema_from_json(snapshot.schema)
+        if snapshot.schema is None:
+            return self._spec.schema
+        key = id(snapshot.schema)
+        cached = self._schemas.get(key)
+        if cached is None or cached[0] is not snapshot.schema:  # the same list, not a reused id
+            cached = self._schemas[key] = (snapshot.schema, schema_from_json(snapshot.schema))
+            if len(self._schemas) > 64:
+                self._schemas.pop(next(iter(self._schemas)))
+        return cached[1]
 
     def _record(self) -> None:
         """Record a dataset made with ``recorded=False`` just before its first commit. If a
