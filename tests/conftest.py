@@ -53,6 +53,17 @@ _KAFKA_ENV = "COLONNADE_TEST_KAFKA"
 _STORE_FIXTURES = ("store", "module_store")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal delivers it, however the suite was started: a shell runs a
+    background job (``make test &``, ``nohup``) with SIGINT ignored, and an ignored signal is
+    inherited by every process the tests start, so the tests of what Ctrl-C does would see
+    nothing happen. A Python handler, unlike SIG_IGN, is reset to the default by exec."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # -- selecting backends ------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
