@@ -18,9 +18,9 @@ PYTEST_ARGS ?=
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-setup: ## Install uv from PyPI (if missing) and the locked dependencies into .venv
+setup: ## Install uv from PyPI (if missing) and the locked dependencies into .venv, compiled to bytecode (commands start fast)
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
-	@$(UV) sync --frozen --quiet
+	@$(UV) sync --frozen --quiet --compile-bytecode
 
 demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries
 	@$(RUN) colonnade demo

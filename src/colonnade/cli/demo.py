@@ -144,7 +144,10 @@ def run_demo(rows: int = DEFAULT_ROWS, store: str | None = None, data_dir: str |
             log(summary(ingested))
             result = DemoResult(st.uri, rows, nbytes, generate_s, ingested, ingest_s, dropped)
 
-            # 3. the study's queries, and what Q3's filter pruned
+            # 3. the study's queries, and what Q3's filter pruned; each timed as it runs once the
+            # SQL layer is loaded (the first statement of a process loads the parser and DuckDB)
+            st.sql("SELECT 1")
+            st.sql("SELECT min(MonthYear) FROM gdelt")
             for name, query in QUERIES:
                 start = time.perf_counter()
                 answer = st.sql(query)
