@@ -57,12 +57,16 @@ QUERIES = [
 ]
 
 
-@pytest.fixture
-def loaded(store: Store) -> Store:
-    ds = store.create_dataset("t", SCHEMA, partition_by="region", segment_rows=128)
+def _load(store: Store, partition_by: str) -> Store:
+    ds = store.create_dataset("t", SCHEMA, partition_by=partition_by, segment_rows=128)
     for b in BATCHES:
         ds.append(b)
     return store
+
+
+@pytest.fixture
+def loaded(store: Store) -> Store:
+    return _load(store, "region")
 
 
 @pytest.mark.parametrize("version", [1, 3])
@@ -153,10 +157,7 @@ UNDECIDED = [  # cuts through a month: read
 
 @pytest.fixture
 def monthly(store: Store) -> Store:
-    ds = store.create_dataset("t", SCHEMA, partition_by="month(ts)", segment_rows=128)
-    for b in BATCHES:
-        ds.append(b)
-    return store
+    return _load(store, "month(ts)")
 
 
 @pytest.mark.parametrize("query", DECIDED + UNDECIDED)

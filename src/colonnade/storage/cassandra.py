@@ -72,6 +72,7 @@ from colonnade.storage.cassandra_driver import (
     level_name,
     one_line,
 )
+from colonnade.storage.cassandra_schema import STATEMENTS, TABLES
 from colonnade.storage.cassandra_settings import PASSWORD_ENV, CassandraSettings, _password
 
 PART_BYTES = 1 << 20  # largest chunk cell; bigger chunks are split into parts
@@ -81,80 +82,6 @@ _IN_SEGMENTS = 256  # segments per `segment IN ?` query
 _IN_PARTITIONS = 32  # partitions per `partition IN ?` query
 _IN_PRODUCT = 2048  # partitions x segments a query may name (Cassandra looks up each pair)
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
-
-_TABLES = {
-    "datasets": "(name text PRIMARY KEY, spec text, created timestamp)",
-    "dataset_names": "(folded text PRIMARY KEY, name text)",
-    "commits": "(dataset text, version bigint, payload blob, at timestamp,"
-               " PRIMARY KEY ((dataset), version)) WITH CLUSTERING ORDER BY (version ASC)",
-    "checkpoints": "(dataset text, version bigint, part int, parts int, payload blob,"
-                   " PRIMARY KEY ((dataset), version, part))",
-    "log_bounds": "(dataset text PRIMARY KEY, oldest bigint)",
-    "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
-    "segments": "(dataset text, partition text, segment text, commit text, rows bigint,"
-                " bucket int, stats blob, PRIMARY KEY ((dataset, partition), segment))",
-    # Chunks are compressed already: SSTable compression would only burn CPU on every read.
-    "chunks": "(dataset text, partition text, column text, bucket int, segment text, part int,"
-              " parts int, data blob, PRIMARY KEY ((dataset, partition, column, bucket), segment, part))"
-              " WITH compression = {'enabled': 'false'}",
-    "chunk_index": "(dataset text, partition text, column text, bucket int, segment text,"
-                   " bytes bigint, PRIMARY KEY ((dataset, partition), column, bucket, segment))",
-}
-
-
-_STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
-    "create": "INSERT INTO {ks}.datasets (name, spec, created) VALUES (?, ?, ?) IF NOT EXISTS",
-    "get": "SELECT spec FROM {ks}.datasets WHERE name = ?",
-    "update": "UPDATE {ks}.datasets SET spec = ? WHERE name = ? IF EXISTS",
-    "names": "SELECT name FROM {ks}.datasets",
-    "undataset": "DELETE FROM {ks}.datasets WHERE name = ? IF EXISTS",
-    "claim": "INSERT INTO {ks}.dataset_names (folded, name) VALUES (?, ?) IF NOT EXISTS",
-    "unclaim": "DELETE FROM {ks}.dataset_names WHERE folded = ? IF name = ?",
-    "commit": "INSERT INTO {ks}.commits (dataset, version, payload, at) VALUES (?, ?, ?, ?)"
-              " IF NOT EXISTS",
-    "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?"
-               " AND version <= ?",
-    "latest": "SELECT version FROM {ks}.commits WHERE dataset = ? ORDER BY version DESC LIMIT 1",
-    "uncommits": "DELETE FROM {ks}.commits WHERE dataset = ?",
-    # the payload only: the row stays, so INSERT ... IF NOT EXISTS keeps refusing the version
-    "expire_commit": "DELETE payload FROM {ks}.commits WHERE dataset = ? AND version = ?",
-    "oldest": "SELECT oldest FROM {ks}.log_bounds WHERE dataset = ?",
-    "oldest_first": "INSERT INTO {ks}.log_bounds (dataset, oldest) VALUES (?, ?) IF NOT EXISTS",
-    "oldest_raise": "UPDATE {ks}.log_bounds SET oldest = ? WHERE dataset = ? IF oldest = ?",
-    "unbounds": "DELETE FROM {ks}.log_bounds WHERE dataset = ?",
-    "uncheckpoint": "DELETE FROM {ks}.checkpoints WHERE dataset = ? AND version = ?",
-    "checkpoint_trim": "DELETE FROM {ks}.checkpoints WHERE dataset = ? AND version = ? AND part >= ?",
-    "checkpoint": "INSERT INTO {ks}.checkpoints (dataset, version, part, parts, payload)"
-                  " VALUES (?, ?, ?, ?, ?)",
-    "checkpoints": "SELECT version, part, parts FROM {ks}.checkpoints WHERE dataset = ?",
-    "checkpoint_parts": "SELECT part, parts, payload FROM {ks}.checkpoints WHERE dataset = ?"
-                        " AND version = ?",
-    "uncheckpoints": "DELETE FROM {ks}.checkpoints WHERE dataset = ?",
-    "partition": "INSERT INTO {ks}.partitions (dataset, partition) VALUES (?, ?)",
-    "partitions": "SELECT partition FROM {ks}.partitions WHERE dataset = ?",
-    "unpartitions": "DELETE FROM {ks}.partitions WHERE dataset = ?",
-    "segment": "INSERT INTO {ks}.segments (dataset, partition, segment, commit, rows, bucket, stats)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "segments": "SELECT partition, segment, commit, rows, bucket, stats FROM {ks}.segments"
-                " WHERE dataset = ? AND partition IN ?",
-    "unsegment": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ? AND segment = ?",
-    "unsegments": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ?",
-    "chunk": "INSERT INTO {ks}.chunks (dataset, partition, column, bucket, segment, part, parts, data)"
-             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "chunks": "SELECT segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition IN ?"
-              " AND column = ? AND bucket = ? AND segment IN ?",
-    "unchunk": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
-               " AND bucket = ? AND segment = ?",
-    "unchunks": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
-                " AND bucket = ?",
-    "index": "INSERT INTO {ks}.chunk_index (dataset, partition, column, bucket, segment, bytes)"
-             " VALUES (?, ?, ?, ?, ?, ?)",
-    "indexes": "SELECT column, bucket, bytes FROM {ks}.chunk_index WHERE dataset = ? AND partition = ?",
-    "unindex": "DELETE FROM {ks}.chunk_index WHERE dataset = ? AND partition = ? AND column = ?"
-               " AND bucket = ? AND segment = ?",
-    "unindexes": "DELETE FROM {ks}.chunk_index WHERE dataset = ? AND partition = ?",
-}
-
 
 # -- the store ------------------------------------------------------------------------------
 class CassandraStore(ChunkStore):
@@ -201,7 +128,7 @@ class CassandraStore(ChunkStore):
             self._session = self._cluster.connect()
             self._create_schema()
             self._q = {}
-            for name, cql in _STATEMENTS.items():
+            for name, cql in STATEMENTS.items():
                 self._q[name] = self._session.prepare(cql.format(ks=self.keyspace))
                 self._q[name].is_idempotent = " IF " not in cql
         except BaseException as exc:
@@ -217,9 +144,9 @@ class CassandraStore(ChunkStore):
             self._session.execute(f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} "
                                   f"WITH replication = {{{options}}}")
             ks = self._cluster.metadata.keyspaces.get(self.keyspace)
-        missing = [t for t in _TABLES if ks is None or t not in ks.tables]
+        missing = [t for t in TABLES if ks is None or t not in ks.tables]
         for table in missing:
-            self._session.execute(f"CREATE TABLE IF NOT EXISTS {self.keyspace}.{table} {_TABLES[table]}")
+            self._session.execute(f"CREATE TABLE IF NOT EXISTS {self.keyspace}.{table} {TABLES[table]}")
         if missing and not self._cluster.control_connection.wait_for_schema_agreement():
             raise StoreError(f"{self.uri}: nodes did not agree on the schema; check that all "
                              f"nodes are up and retry")
