@@ -140,7 +140,7 @@ class Stream:
                                   opts.memory_limit // 4, self._starts, self._revoked, self._lost,
                                   opts.consumer)
         interval = opts.commit_interval
-        status_every = opts.status_interval or interval
+        status_every = opts.status_interval or min(max(interval, 1.0), 10.0)
         deadline = time.monotonic() + interval
         next_status = time.monotonic() + status_every
         last_data = time.monotonic()

@@ -42,7 +42,7 @@ class StreamOptions:
     memory_limit: int = 256 * 2**20
     compact_segments: int = 16  # small segments in a partition that make the stream compact it
     poll_messages: int = 20_000
-    status_interval: float | None = None  # default: the commit interval
+    status_interval: float | None = None  # default: the commit interval, within 1 to 10 s
     retry_max: float = 30.0  # longest wait between retries of an unavailable store (seconds)
     consumer: dict[str, Any] = field(default_factory=dict)  # more librdkafka settings
 

@@ -331,8 +331,8 @@ class Dataset:
             raise SchemaError(f"schema mode must be strict or merge, not {schema_mode!r}")
         batches = as_batches(data)
         first = next(batches, None)
-        if first is None and positions and self.recorded:  # e.g. a micro-batch of bad messages only
-            read = self.snapshot()
+        if first is None and positions:  # e.g. a micro-batch of bad messages only
+            read = self.snapshot() if self.recorded else Snapshot.empty(self.name)
             reads = replace(ReadSet.blind(read.version), positions=frozenset(positions),
                             read_version=read.version if read_version is None else read_version)
             return self._commit_entries(Commit.new(kind, info=info, positions=positions), [], 0, reads=reads)
