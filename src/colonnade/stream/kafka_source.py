@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,24 +27,44 @@ from colonnade.stream.options import StreamError
 OFFSET_BEGINNING = -2
 
 
-@dataclass
 class Polled:
-    """A poll's messages (without error events), as parallel columns."""
+    """A poll's messages (without error events): their payloads as a list, and their
+    partitions as an array. Offsets and timestamps are read from the messages only where they
+    are needed — at the end of each run of one partition's messages (offsets grow within a
+    partition) and for the messages rejected — which keeps the per-message Python work to
+    two calls."""
 
-    payloads: list[bytes | None]
-    partitions: np.ndarray  # int32
-    offsets: np.ndarray  # int64
-    timestamps: np.ndarray  # int64 ms since the epoch (producer's create time or log append time)
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+        self.payloads: list[bytes | None] = [m.value() for m in messages]
+        self.partitions = np.array([m.partition() for m in messages], dtype=np.int32)
+        if len(messages):
+            change = np.flatnonzero(self.partitions[1:] != self.partitions[:-1]) + 1
+            self._starts = np.concatenate(([0], change))
+            self._ends = np.concatenate((change, [len(messages)])) - 1
+        else:
+            self._starts = self._ends = np.empty(0, np.int64)
 
     def __len__(self) -> int:
         return len(self.payloads)
 
+    def offset(self, index: int) -> int:
+        return int(self.messages[index].offset())
+
     def next_offsets(self) -> dict[int, int]:
         """Partition → the offset after its last message in this poll."""
         out: dict[int, int] = {}
-        for p in np.unique(self.partitions):
-            out[int(p)] = int(self.offsets[self.partitions == p].max()) + 1
+        for end in self._ends:
+            p, o = int(self.partitions[end]), self.offset(int(end)) + 1
+            out[p] = max(out.get(p, o), o)
         return out
+
+    def timestamp_range(self) -> tuple[int, int] | None:
+        """The least and greatest Kafka timestamps (ms) of the poll's messages, from the first
+        and last message of each run of one partition (None: no message carries one)."""
+        stamps = [t for i in np.concatenate((self._starts, self._ends))
+                  if (t := self.messages[int(i)].timestamp()[1]) > 0]
+        return (min(stamps), max(stamps)) if stamps else None
 
 
 class KafkaSource:
@@ -126,8 +145,6 @@ class KafkaSource:
     # -- consuming
     def consume(self, max_messages: int, timeout: float) -> Polled:
         msgs = self.consumer.consume(num_messages=max(1, max_messages), timeout=timeout)
-        if not msgs:
-            return Polled([], np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
         errors = [m for m in msgs if m.error() is not None]
         if errors:
             for m in errors:
@@ -139,11 +156,7 @@ class KafkaSource:
             msgs = [m for m in msgs if m.error() is None]
         if msgs and self.problem is not None and not self.problem.startswith("fatal"):
             self.problem = self.problem_since = None
-        n = len(msgs)
-        return Polled([m.value() for m in msgs],
-                      np.fromiter((m.partition() for m in msgs), np.int32, n),
-                      np.fromiter((m.offset() for m in msgs), np.int64, n),
-                      np.fromiter((m.timestamp()[1] for m in msgs), np.int64, n))
+        return Polled(msgs)
 
     def seek(self, starts: dict[int, int | None]) -> None:
         """Consume every assigned partition from ``starts[partition]`` next (None or absent: the

@@ -208,7 +208,7 @@ class Stream:
         decoded = self.decoder.decode(polled.payloads)
         b = self.batch
         if decoded.bad:
-            rejects = [StreamReject(self.topic, int(polled.partitions[x.index]), int(polled.offsets[x.index]),
+            rejects = [StreamReject(self.topic, int(polled.partitions[x.index]), polled.offset(x.index),
                                     x.reason, polled.payloads[x.index]) for x in decoded.bad]
             if self.options.on_error == "strict":
                 first = rejects[0]
@@ -223,9 +223,9 @@ class Stream:
             b.rows += decoded.batch.num_rows
             b.nbytes += decoded.batch.nbytes
         b.offsets.update(polled.next_offsets())
-        stamps = polled.timestamps[polled.timestamps > 0]
-        if len(stamps):
-            lo, hi = int(stamps.min()), int(stamps.max())
+        stamps = polled.timestamp_range()
+        if stamps is not None:
+            lo, hi = stamps
             b.oldest_ms = lo if b.oldest_ms is None else min(b.oldest_ms, lo)
             b.newest_ms = hi if b.newest_ms is None else max(b.newest_ms, hi)
 
