@@ -198,3 +198,38 @@ def test_a_signal_commits_what_is_buffered_and_ends_cleanly(
     assert "stopped" in out and "in 1 commit" in out
     check = _run(uri, "sql", "SELECT count(*) AS n, count(DISTINCT id) AS d FROM ev", "--format", "json")
     assert json.loads(check.stdout) == [{"n": 3_000, "d": 3_000}]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "avro"])
+def test_csv_and_avro_messages_through_the_command(kafka_bootstrap: str, tmp_path: Path, fmt: str) -> None:
+    import io
+
+    import fastavro
+    from confluent_kafka import Producer
+
+    from colonnade.stream.decode import avro_schema
+    from colonnade.stream.options import parse_columns
+
+    topic = new_topic(kafka_bootstrap)
+    parsed = fastavro.parse_schema(avro_schema(parse_columns(COLUMNS)))
+
+    def encode(i: int) -> bytes:
+        if fmt == "csv":
+            return b"%d,G%d,%s" % (i, i % 5, str(i / 4).encode())
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, {"id": i, "geo": f"G{i % 5}", "bid": i / 4})
+        return buf.getvalue()
+
+    p = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    for i in range(2_000):
+        p.produce(topic, encode(i) if i != 99 else b"\xff", partition=i % 4)
+    assert p.flush(30) == 0
+    uri = str(tmp_path / "s.db")
+    done = _run(uri, "stream", "ev", "--topic", topic, "--bootstrap", kafka_bootstrap, "--format", fmt,
+                "--columns", COLUMNS, "--stop-when-idle", "1.5", "--rejects", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 0, done.stderr
+    check = _run(uri, "sql", "SELECT count(*) AS n, sum(id) AS s, sum(bid) AS b FROM ev", "--format", "json")
+    assert json.loads(check.stdout) == [{"n": 1_999, "s": str(sum(range(2_000)) - 99),  # a hugeint: text
+                                         "b": sum(i / 4 for i in range(2_000)) - 99 / 4}]
+    reject = json.loads((tmp_path / "r.jsonl").read_text())
+    assert (reject["partition"], reject["offset"]) == (3, 24)

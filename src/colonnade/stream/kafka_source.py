@@ -27,6 +27,18 @@ from colonnade.stream.options import StreamError
 OFFSET_BEGINNING = -2
 
 
+def _quiet_logger() -> Any:
+    """A logger that drops librdkafka's log lines (its errors reach ``error_cb`` and are shown
+    as the stream's problem instead)."""
+    import logging
+
+    logger = logging.getLogger("colonnade.stream.kafka")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return logger
+
+
 class Polled:
     """A poll's messages (without error events): their payloads as a list, and their
     partitions as an array. Offsets and timestamps are read from the messages only where they
@@ -101,6 +113,7 @@ class KafkaSource:
             "reconnect.backoff.ms": 200,
             "reconnect.backoff.max.ms": 5_000,
             "error_cb": self._error,
+            "logger": _quiet_logger(),  # librdkafka's own lines would garble the status line
         }
         conf.update(settings or {})
         try:
