@@ -82,8 +82,8 @@ class MicroBatch:
 def run_stream(store: Store, dataset: str, options: StreamOptions, on_status: OnStatus | None = None,
                on_commit: OnCommit | None = None, stop: threading.Event | None = None) -> StreamReport:
     """Consume ``options.topic`` into ``dataset`` until ``stop`` is set, ``max_events`` were
-    consumed or the topic was idle for ``stop_when_idle`` seconds; what is buffered then is
-    committed. Raises StreamError for a bad message in strict mode (see the module docstring)."""
+    consumed or no message arrived for ``stop_when_idle`` seconds while partitions were assigned
+    (a restart waits for its group to assign them); what is buffered then is committed. Raises StreamError for a bad message in strict mode (see the module docstring)."""
     options.check()
     return Stream(store, dataset, options, on_status, on_commit, stop).run()
 
@@ -159,6 +159,8 @@ class Stream:
                     self._add(polled)
                     fault_point("after_poll")
                     last_data = now
+                elif not self.source.assigned:
+                    last_data = now  # waiting for the group to assign partitions is not idleness
                 if now >= deadline or self.batch.nbytes >= opts.memory_limit:
                     self._commit()
                     deadline = time.monotonic() + interval
