@@ -119,9 +119,12 @@ class Stream:
             if given is None:
                 raise StreamError(f"dataset {name} does not exist: give its columns to create it") from None
             nullable = pa.schema([f.with_nullable(True) for f in given])
-            ds = self.store.create_dataset(name, nullable, partition_by=self.options.partition_by,
-                                           sort_by=list(self.options.sort_by) or None, exist_ok=True)
-            return ds, given
+            self.store.create_dataset(name, nullable, partition_by=self.options.partition_by,
+                                      sort_by=list(self.options.sort_by) or None, exist_ok=True)
+            # opened again: the object create_dataset returns takes the dataset for one its first
+            # commit records, and a commit of offsets alone (a micro-batch of bad messages) then
+            # commits nothing
+            return self.store.dataset(name), given
         have = logical_schema(ds.schema)
         if given is None:
             return ds, have
