@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -80,29 +82,33 @@ class Topic:
         """The ids of the good messages before each partition's position, sorted."""
         return sorted(i for (p, o), i in self.good.items() if o < positions.get(p, 0))
 
+    def producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "acks": "all",
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+
+    def on_delivery(self, ident: int | None, value: bytes | None, failed: list[Any]) -> Any:
+        """A delivery callback recording where message ``ident`` (None: a bad one) landed."""
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed.append(err)
+            elif ident is None:
+                self.bad[(msg.partition(), msg.offset())] = value
+            else:
+                self.good[(msg.partition(), msg.offset())] = ident
+        return delivered
+
     def produce(self, items: Iterable[tuple[bytes | None, int | None]], ids: Iterable[int | None]) -> None:
         """Send ``(value, partition or None)`` items; ``ids`` says which event each good one is
         (None: a bad message). Waits until every one is acknowledged."""
-        from confluent_kafka import Producer
-
         failed: list[Any] = []
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "acks": "all",
-                             "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
-
-        def delivered(ident: int | None, value: bytes | None) -> Any:
-            def on_delivery(err: Any, msg: Any) -> None:
-                if err is not None:
-                    failed.append(err)
-                elif ident is None:
-                    self.bad[(msg.partition(), msg.offset())] = value
-                else:
-                    self.good[(msg.partition(), msg.offset())] = ident
-            return on_delivery
-
+        producer = self.producer()
         for n, ((value, partition), ident) in enumerate(zip(items, ids, strict=True)):
             key = str(ident if ident is not None else f"bad-{uuid.uuid4().hex[:6]}").encode()
             kwargs: dict[str, Any] = {} if partition is None else {"partition": partition}
-            producer.produce(self.name, value=value, key=key, on_delivery=delivered(ident, value), **kwargs)
+            producer.produce(self.name, value=value, key=key,
+                             on_delivery=self.on_delivery(ident, value, failed), **kwargs)
             if n % 5_000 == 4_999:
                 producer.poll(0)
         assert producer.flush(60) == 0, "messages still unacknowledged after 60 s"
@@ -123,6 +129,37 @@ class Topic:
                 idents.append(None)
                 k += 1
         self.produce(items, idents)
+
+
+class Feeder(threading.Thread):
+    """Produces events ``first_id``, ``first_id + 1``, ... into a topic, ``rate`` a second, until
+    ``stop()`` (which waits until every one is acknowledged)."""
+
+    def __init__(self, topic: Topic, first_id: int, rate: int = 2_000, note_bytes: int = 40) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.next_id, self.rate, self.note_bytes = topic, first_id, rate, note_bytes
+        self.failed: list[Any] = []
+        self._stop_asked = threading.Event()
+
+    def run(self) -> None:
+        producer = self.topic.producer()
+        tick = 0.05
+        while not self._stop_asked.is_set():
+            for _ in range(max(1, int(self.rate * tick))):
+                i = self.next_id
+                producer.produce(self.topic.name, value=event(i, self.note_bytes), key=str(i).encode(),
+                                 on_delivery=self.topic.on_delivery(i, None, self.failed))
+                self.next_id += 1
+            producer.poll(0)
+            self._stop_asked.wait(tick)
+        while producer.flush(1) and not self.failed:  # a broker away for a while: keep trying
+            pass
+
+    def stop(self) -> None:
+        self._stop_asked.set()
+        self.join(120)
+        assert not self.is_alive(), "the producer did not finish"
+        assert not self.failed, self.failed
 
 
 def new_topic(bootstrap: str, prefix: str = "s", partitions: int = PARTITIONS) -> Topic:
@@ -280,6 +317,32 @@ class Colonnade:
         return self.finished
 
 
+_STATUS = re.compile(r"^(\w+): ([\d,]+) events \(([\d,]+) rejected\), [\d,]+/s, lag (.*?), last commit (.*)$")
+
+
+@dataclass
+class Status:
+    """A plain status line of ``colonnade stream`` (stderr, one per status interval)."""
+
+    events: int
+    partitions: set[int]  # assigned when the line was printed (those whose lag was known)
+    problem: str | None  # what the line says after "; " (e.g. the broker or the store is away)
+    line: str
+
+
+def status_lines(stderr: str) -> list[Status]:
+    out = []
+    for line in stderr.splitlines():
+        m = _STATUS.match(line)
+        if m is None:
+            continue
+        lag, rest = m.group(4), m.group(5)
+        parts = {int(item.split(":")[0]) for item in lag.split()} if lag != "-" else set()
+        problem = rest.split("; ", 1)[1] if "; " in rest else None
+        out.append(Status(int(m.group(2).replace(",", "")), parts, problem, line))
+    return out
+
+
 def stream_argv(uri: str, dataset: str, topic: Topic, *extra: str, rejects: Path | None = None) -> list[str]:
     """``colonnade --store URI stream DATASET`` of ``topic`` with the test columns, committing
     every 0.2 s, its summary as JSON."""
@@ -288,6 +351,12 @@ def stream_argv(uri: str, dataset: str, topic: Topic, *extra: str, rejects: Path
     if rejects is not None:
         argv += ["--rejects", str(rejects)]
     return [*argv, *extra]
+
+
+def process_state(pid: int) -> str:
+    """The state letter of a process (R, S, T: stopped, Z...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def wait_for(what: str, check: Any, timeout: float = 60, every: float = 0.1) -> Any:
