@@ -51,7 +51,8 @@ if TYPE_CHECKING:
               help="Where bad messages are appended (default: DATASET.rejects.jsonl).")
 @click.option("--max-events", type=click.IntRange(min=1), metavar="N", help="Stop after N messages.")
 @click.option("--stop-when-idle", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Stop when no message arrived for this long.")
+              help="Stop when no message arrived for this long (counted only while the group "
+                   "has partitions assigned to this process).")
 @click.option("--memory-limit", type=click.IntRange(min=1), default=256, show_default=True, metavar="MB",
               help="Decoded rows buffered before a commit is made early.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")

@@ -82,8 +82,8 @@ class MicroBatch:
 def run_stream(store: Store, dataset: str, options: StreamOptions, on_status: OnStatus | None = None,
                on_commit: OnCommit | None = None, stop: threading.Event | None = None) -> StreamReport:
     """Consume ``options.topic`` into ``dataset`` until ``stop`` is set, ``max_events`` were
-    consumed or the topic was idle for ``stop_when_idle`` seconds; what is buffered then is
-    committed. Raises StreamError for a bad message in strict mode (see the module docstring)."""
+    consumed or no message arrived for ``stop_when_idle`` seconds while partitions were assigned
+    (a restart waits for its group to assign them); what is buffered then is committed. Raises StreamError for a bad message in strict mode (see the module docstring)."""
     options.check()
     return Stream(store, dataset, options, on_status, on_commit, stop).run()
 
@@ -119,9 +119,12 @@ class Stream:
             if given is None:
                 raise StreamError(f"dataset {name} does not exist: give its columns to create it") from None
             nullable = pa.schema([f.with_nullable(True) for f in given])
-            ds = self.store.create_dataset(name, nullable, partition_by=self.options.partition_by,
-                                           sort_by=list(self.options.sort_by) or None, exist_ok=True)
-            return ds, given
+            self.store.create_dataset(name, nullable, partition_by=self.options.partition_by,
+                                      sort_by=list(self.options.sort_by) or None, exist_ok=True)
+            # opened again: the object create_dataset returns takes the dataset for one its first
+            # commit records, and a commit of offsets alone (a micro-batch of bad messages) then
+            # commits nothing
+            return self.store.dataset(name), given
         have = logical_schema(ds.schema)
         if given is None:
             return ds, have
@@ -159,6 +162,8 @@ class Stream:
                     self._add(polled)
                     fault_point("after_poll")
                     last_data = now
+                elif not self.source.assigned:
+                    last_data = now  # waiting for the group to assign partitions is not idleness
                 if now >= deadline or self.batch.nbytes >= opts.memory_limit:
                     self._commit()
                     deadline = time.monotonic() + interval
