@@ -99,15 +99,18 @@ class Decoder:
         bad: list[BadMessage] = []
         if self.format == "avro":
             return self._avro.decode(payloads)
-        keep = [i for i, p in enumerate(payloads) if p] if not all(payloads) else list(range(n))
-        if len(keep) < n:
+        if all(payloads):  # the usual case: no copies
+            indexes = np.arange(n, dtype=np.int64)
+            parts: list[bytes] = payloads  # type: ignore[assignment]
+        else:
+            keep = [i for i, p in enumerate(payloads) if p]
             bad.extend(BadMessage(i, "empty message") for i, p in enumerate(payloads) if not p)
-        indexes = np.asarray(keep, dtype=np.int64)
-        parts: list[bytes] = [payloads[i] or b"" for i in keep]
-        indexes, parts = self._valid_utf8(indexes, parts, bad)
+            indexes = np.asarray(keep, dtype=np.int64)
+            parts = [payloads[i] or b"" for i in keep]
+        indexes, parts, joined = self._valid_utf8(indexes, parts, bad)
         tables: list[pa.Table] = []
         good: list[np.ndarray] = []
-        self._parse_range(parts, indexes, 0, len(parts), tables, good, bad)
+        self._parse_range(parts, indexes, 0, len(parts), tables, good, bad, joined)
         table = pa.concat_tables(tables) if len(tables) > 1 else (tables[0] if tables else None)
         rows = np.concatenate(good) if good else np.empty(0, np.int64)
         if table is not None and self.required:
@@ -119,28 +122,31 @@ class Decoder:
         return Decoded(batch, rows, bad)
 
     def _valid_utf8(self, indexes: np.ndarray, parts: list[bytes], bad: list[BadMessage]
-                    ) -> tuple[np.ndarray, list[bytes]]:
-        """Drop the messages that are not UTF-8, found from the joined buffer's decode errors."""
+                    ) -> tuple[np.ndarray, list[bytes], bytes | None]:
+        """Drop the messages that are not UTF-8, found from the joined buffer's decode errors;
+        the messages left, and their joined buffer."""
         while parts:
-            data = b"\n".join(parts)
+            data = b"\n".join(parts) + b"\n"
             try:
                 data.decode("utf-8")
-                return indexes, parts
+                return indexes, parts, data
             except UnicodeDecodeError as exc:
                 ends = np.cumsum([len(p) + 1 for p in parts])
                 k = int(np.searchsorted(ends, exc.start, side="right"))
                 bad.append(BadMessage(int(indexes[k]), f"not valid UTF-8 (byte {exc.start - (ends[k] - len(parts[k]) - 1)})"))
                 parts = parts[:k] + parts[k + 1:]
                 indexes = np.delete(indexes, k)
-        return indexes, parts
+        return indexes, parts, None
 
     def _parse_range(self, parts: list[bytes], indexes: np.ndarray, lo: int, hi: int,
-                     tables: list[pa.Table], good: list[np.ndarray], bad: list[BadMessage]) -> None:
-        """Parse messages ``lo:hi``; on failure split them in halves, down to single messages."""
+                     tables: list[pa.Table], good: list[np.ndarray], bad: list[BadMessage],
+                     joined: bytes | None = None) -> None:
+        """Parse messages ``lo:hi`` (``joined``: them, joined already); on failure split them in
+        halves, down to single messages."""
         if lo >= hi:
             return
         try:
-            table = self._parse(b"\n".join(parts[lo:hi]) + b"\n")
+            table = self._parse(joined if joined is not None else b"\n".join(parts[lo:hi]) + b"\n")
             if table.num_rows == hi - lo:
                 tables.append(table)
                 good.append(indexes[lo:hi])

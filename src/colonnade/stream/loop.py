@@ -25,20 +25,17 @@ bounded however long the stream runs.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from colonnade.errors import CommitConflictError, DatasetNotFoundError, StoreError
+from colonnade.errors import DatasetNotFoundError, StoreError
 from colonnade.faults import fault_point
 from colonnade.schema.types import logical_schema
+from colonnade.stream.committer import Committer, MicroBatch
 from colonnade.stream.decode import Decoder
 from colonnade.stream.kafka_source import KafkaSource, Polled
 from colonnade.stream.options import (
@@ -53,37 +50,18 @@ from colonnade.table.commits import position_id
 
 if TYPE_CHECKING:
     from colonnade.store import Store
-    from colonnade.table.dataset import AppendResult, Dataset
+    from colonnade.table.dataset import Dataset
 
 OnStatus = Callable[[StreamStatus], None]
 OnCommit = Callable[[CommitEvent], None]
-
-
-@dataclass
-class MicroBatch:
-    """What was consumed since the last commit."""
-
-    batches: list[pa.RecordBatch] = field(default_factory=list)
-    rows: int = 0
-    nbytes: int = 0
-    rejects: list[StreamReject] = field(default_factory=list)
-    offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset
-    oldest_ms: int | None = None
-    newest_ms: int | None = None
-
-    @property
-    def events(self) -> int:
-        return self.rows + len(self.rejects)
-
-    def __bool__(self) -> bool:
-        return bool(self.offsets)
 
 
 def run_stream(store: Store, dataset: str, options: StreamOptions, on_status: OnStatus | None = None,
                on_commit: OnCommit | None = None, stop: threading.Event | None = None) -> StreamReport:
     """Consume ``options.topic`` into ``dataset`` until ``stop`` is set, ``max_events`` were
     consumed or no message arrived for ``stop_when_idle`` seconds while partitions were assigned
-    (a restart waits for its group to assign them); what is buffered then is committed. Raises StreamError for a bad message in strict mode (see the module docstring)."""
+    (a restart waits for its group to assign them); what is buffered then is committed. Raises
+    StreamError for a bad message in strict mode (see the module docstring)."""
     options.check()
     return Stream(store, dataset, options, on_status, on_commit, stop).run()
 
@@ -92,7 +70,7 @@ class Stream:
     def __init__(self, store: Store, dataset: str, options: StreamOptions, on_status: OnStatus | None,
                  on_commit: OnCommit | None, stop: threading.Event | None) -> None:
         self.store, self.options = store, options
-        self.on_status, self.on_commit = on_status, on_commit
+        self.on_status = on_status
         self.stop = stop or threading.Event()
         self.ds, schema = self._open(dataset)
         self.name = self.ds.name
@@ -100,13 +78,9 @@ class Stream:
         self.topic = options.topic
         self.batch = MicroBatch()
         self.report = StreamReport(self.name, self.topic)
-        self.read_version = self.ds.snapshot().version
-        self.committed: dict[int, int] = {}  # partition -> next offset, as last committed or read
-        self.rejects_path = Path(options.rejects or f"{self.name}.rejects.jsonl")
-        self._rejects: TextIO | None = None
-        self._committing = False
-        self._revoking = False
-        self.last_commit_at: float | None = None
+        self.committer = Committer(self.ds, options, self.report, self.stop, on_commit, self._problem)
+        self.consumed = 0  # events handed to the committer or buffered, and not dropped since
+        self._in_rebalance = False
         self.source: KafkaSource | None = None
 
     def _open(self, name: str) -> tuple[Dataset, pa.Schema]:
@@ -150,7 +124,7 @@ class Stream:
         status_events = 0
         try:
             while not self.stop.is_set():
-                remaining = None if opts.max_events is None else opts.max_events - self.report.events - self.batch.events
+                remaining = None if opts.max_events is None else opts.max_events - self.consumed
                 if remaining is not None and remaining <= 0:
                     self.report.stopped = "max-events"
                     break
@@ -165,48 +139,92 @@ class Stream:
                 elif not self.source.assigned:
                     last_data = now  # waiting for the group to assign partitions is not idleness
                 if now >= deadline or self.batch.nbytes >= opts.memory_limit:
-                    self._commit()
+                    self._hand_over()
                     deadline = time.monotonic() + interval
                 if opts.stop_when_idle is not None and now - last_data >= opts.stop_when_idle:
                     self.report.stopped = "idle"
                     break
                 if now >= next_status:
-                    done = self.report.events + self.batch.events
+                    done = self.consumed
                     self._status(done - status_events, now - next_status + status_every)
                     status_events, next_status = done, now + status_every
             else:
                 self.report.stopped = "stopped"
-            self._commit()
+            self._hand_over()
+            self._settle()
         finally:
-            self.source.close()
-            self._close_rejects()
-            self.report.seconds = time.monotonic() - started
+            try:
+                self.committer.close()
+            finally:
+                self.source.close()
+                self.report.seconds = time.monotonic() - started
         return self.report
 
-    # -- the group's callbacks
+    def _hand_over(self) -> None:
+        """Give the micro-batch to the committer once the previous one is committed."""
+        if not self._settle():
+            return
+        if self.batch:
+            batch, self.batch = self.batch, MicroBatch()
+            self.committer.submit(batch)
+
+    def _settle(self) -> bool:
+        """Wait for the micro-batch in flight; if it was dropped (a conflict), drop the one
+        being filled too (it continues from offsets never committed) and seek every partition
+        to the log's positions. Whether it was committed."""
+        in_flight = self.committer.in_flight_events
+        if self.committer.wait():
+            return True
+        self.consumed -= in_flight + self.batch.events
+        self.batch = MicroBatch()
+        self._reseek()
+        return False
+
+    # -- the group's callbacks (inside consume())
     def _starts(self, partitions: list[int]) -> dict[int, int | None]:
         """Where newly assigned partitions start: the positions the log recorded."""
-        self.batch = MicroBatch()  # anything buffered is consumed again from the log's positions
+        try:
+            self.committer.wait()  # its outcome is in the log, read next
+        except StoreError:
+            pass
+        self._drop()  # anything buffered is consumed again from the log's positions
         snapshot = self.ds.snapshot()
-        self.read_version = snapshot.version
+        self.committer.read_version = snapshot.version
         recorded = self.ds.positions(snapshot)
         out = {p: recorded.get(position_id(self.topic, p)) for p in partitions}
-        self.committed.update({p: o for p, o in out.items() if o is not None})
+        self.committer.committed.update({p: o for p, o in out.items() if o is not None})
         return out
 
     def _revoked(self, partitions: list[int]) -> None:
-        if self._committing:
-            return
-        self._revoking = True
+        """Commit what was consumed from the partitions before they move on."""
+        self._in_rebalance = True
         try:
-            self._commit()  # what was consumed from them is committed before they move on
+            if self._settle() and self.batch:
+                batch, self.batch = self.batch, MicroBatch()
+                if not self.committer.commit(batch):
+                    self.consumed -= batch.events
         except StoreError:
-            self.batch = MicroBatch()  # not committed: the next owner consumes it again
+            self._drop()  # not committed: the next owner consumes it again
         finally:
-            self._revoking = False
+            self._in_rebalance = False
 
     def _lost(self, partitions: list[int]) -> None:
-        self.batch = MicroBatch()  # someone else owns them now: it consumes these again
+        self._drop()  # someone else owns them now: it consumes these again
+
+    def _drop(self) -> None:
+        self.consumed -= self.batch.events
+        self.batch = MicroBatch()
+
+    def _reseek(self) -> None:
+        assert self.source is not None
+        if self._in_rebalance:
+            return  # the partitions are being taken away: the next assignment seeks
+        snapshot = self.ds.snapshot()
+        self.committer.read_version = snapshot.version
+        recorded = self.ds.positions(snapshot)
+        starts = {p: recorded.get(position_id(self.topic, p)) for p in self.source.assigned}
+        self.committer.committed.update({p: o for p, o in starts.items() if o is not None})
+        self.source.seek(starts)
 
     # -- a poll
     def _add(self, polled: Polled) -> None:
@@ -216,17 +234,19 @@ class Stream:
             rejects = [StreamReject(self.topic, int(polled.partitions[x.index]), polled.offset(x.index),
                                     x.reason, polled.payloads[x.index]) for x in decoded.bad]
             if self.options.on_error == "strict":
+                self._drop()
+                self._settle()  # the micro-batch in flight is good: it is committed
                 first = rejects[0]
-                self.batch = MicroBatch()
                 raise StreamError(
                     f"bad message in {first.topic} partition {first.partition} at offset {first.offset}: "
-                    f"{first.reason}; nothing after version {self.read_version} of {self.name} was "
-                    f"committed (the stream resumes from the last committed offsets)")
+                    f"{first.reason}; nothing after version {self.committer.read_version} of {self.name} "
+                    f"was committed (the stream resumes from the last committed offsets)")
             b.rejects.extend(rejects)
         if decoded.batch is not None:
             b.batches.append(decoded.batch)
             b.rows += decoded.batch.num_rows
             b.nbytes += decoded.batch.nbytes
+        self.consumed += len(polled)
         b.offsets.update(polled.next_offsets())
         stamps = polled.timestamp_range()
         if stamps is not None:
@@ -234,121 +254,18 @@ class Stream:
             b.oldest_ms = lo if b.oldest_ms is None else min(b.oldest_ms, lo)
             b.newest_ms = hi if b.newest_ms is None else max(b.newest_ms, hi)
 
-    # -- a commit
-    def _commit(self) -> None:
-        b = self.batch
-        if not b:
-            return
-        self._committing = True
-        try:
-            self._write_rejects(b.rejects)
-            positions = {position_id(self.topic, p): o for p, o in b.offsets.items()}
-            info = {"topic": self.topic, "events": b.events, "rejected": len(b.rejects),
-                    "offsets": {str(p): o for p, o in sorted(b.offsets.items())}}
-            result = self._append(b, positions, info)
-            if result is None:
-                return
-            fault_point("after_stream_commit")
-        finally:
-            self._committing = False
-        self.batch = MicroBatch()
-        assert result.version is not None
-        self.read_version = result.version
-        self.committed.update(b.offsets)
-        r = self.report
-        r.events += b.events
-        r.rows += b.rows
-        r.rejected += len(b.rejects)
-        r.commits += 1
-        r.last_version = result.version
-        self.last_commit_at = time.time()
-        r.offsets.update(b.offsets)
-        assert self.source is not None
-        self.source.commit_group_offsets(b.offsets)
-        if self.on_commit is not None:
-            self.on_commit(CommitEvent(result.version, b.rows, len(b.rejects), time.time(), dict(b.offsets),
-                                       b.oldest_ms, b.newest_ms))
-        self._maybe_compact(b)
-
-    def _append(self, b: MicroBatch, positions: dict[str, int], info: dict[str, object]) -> AppendResult | None:
-        """Append the micro-batch, retrying while the store is unavailable; None if another
-        consumer had committed these positions (the batch is dropped and every partition seeks
-        to the log's positions again)."""
-        wait = 0.5
-        while True:
-            try:
-                return self.ds.append(b.batches, positions=positions, read_version=self.read_version,
-                                      kind="stream", info=info)
-            except CommitConflictError:
-                self.report.conflicts += 1
-                self.batch = MicroBatch()
-                self._reseek()
-                return None
-            except StoreError as exc:
-                if self.stop.is_set():
-                    raise StreamError(
-                        f"stopped while the store was unavailable ({exc}): the last {b.events} events "
-                        f"were not committed; the next start consumes them again") from None
-                self.report.retries += 1
-                self._status(0, 0.0, problem=f"store unavailable, retrying in {wait:.1f} s: {exc}")
-                self.stop.wait(wait)
-                wait = min(wait * 2, self.options.retry_max)
-
-    def _reseek(self) -> None:
-        assert self.source is not None
-        if self._revoking:
-            return  # the partitions are being taken away: the next assignment seeks
-        snapshot = self.ds.snapshot()
-        self.read_version = snapshot.version
-        recorded = self.ds.positions(snapshot)
-        starts = {p: recorded.get(position_id(self.topic, p)) for p in self.source.assigned}
-        self.committed.update({p: o for p, o in starts.items() if o is not None})
-        self.source.seek(starts)
-
-    def _maybe_compact(self, b: MicroBatch) -> None:
-        from colonnade.table.compaction import small_segments
-
-        snapshot = self.ds.snapshot()
-        groups = small_segments(snapshot, self.ds.spec.segment_rows)
-        due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
-        if not due:
-            return
-        try:
-            result = self.ds.compact(partitions=due)
-        except CommitConflictError:
-            return  # another process compacted them meanwhile
-        except StoreError as exc:
-            self._status(0, 0.0, problem=f"compaction failed (will be tried again): {exc}")
-            return
-        if result.version is not None:
-            self.report.compactions += 1
-
-    # -- rejects and status
-    def _write_rejects(self, rejects: list[StreamReject]) -> None:
-        if not rejects:
-            return
-        if self._rejects is None:
-            self.rejects_path.parent.mkdir(parents=True, exist_ok=True)
-            self._rejects = open(self.rejects_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
-            self.report.rejects_path = str(self.rejects_path)
-        self._rejects.write("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rejects))
-        self._rejects.flush()
-        os.fsync(self._rejects.fileno())
-        fault_point("after_rejects")
-
-    def _close_rejects(self) -> None:
-        if self._rejects is not None:
-            self._rejects.close()
-            self._rejects = None
+    # -- status
+    def _problem(self, problem: str) -> None:
+        self._status(0, 0.0, problem=problem)
 
     def _status(self, events: int, seconds: float, problem: str | None = None) -> None:
-        if self.on_status is None:
+        if self.on_status is None or self.source is None:
             return
-        assert self.source is not None
-        positions = dict(self.committed)
+        positions = dict(self.committer.committed)
         positions.update(self.batch.offsets)
         lag = self.source.lag(positions, timeout=0.2) if self.source.problem is None and problem is None else {}
         r = self.report
-        self.on_status(StreamStatus(time.time(), r.events + self.batch.events, r.rejected + len(self.batch.rejects),
+        self.on_status(StreamStatus(time.time(), self.consumed, r.rejected + len(self.batch.rejects),
                                     r.commits, events / seconds if seconds > 0 else 0.0, lag, r.last_version,
-                                    self.last_commit_at, self.batch.events, problem or self.source.problem))
+                                    self.committer.last_commit_at, self.batch.events,
+                                    problem or self.source.problem))

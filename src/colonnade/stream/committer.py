@@ -1,0 +1,192 @@
+"""Committing a stream's micro-batches, in order, in a thread of their own.
+
+While micro-batch N is written and committed (its columns encoded, its segments stored, its
+commit record written, then — when due — a compaction), the loop consumes and decodes
+micro-batch N+1. At most one micro-batch is in flight: handing over the next one waits for the
+previous one's outcome, so commits keep the order of the offsets they record and memory holds at
+most two micro-batches.
+
+A micro-batch whose commit conflicts (another consumer had committed one of its partitions'
+positions) is dropped, and so must be the one the loop is filling, which continues from
+offsets that were never committed: :meth:`Committer.wait` says so, and the loop seeks to the
+log's positions again. A commit the store refuses is retried with backoff until it lands or the
+stream is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import pyarrow as pa
+
+from colonnade.errors import CommitConflictError, StoreError
+from colonnade.faults import fault_point
+from colonnade.stream.options import (
+    CommitEvent,
+    StreamError,
+    StreamOptions,
+    StreamReject,
+    StreamReport,
+)
+from colonnade.table.commits import position_id
+
+if TYPE_CHECKING:
+    from colonnade.table.dataset import AppendResult, Dataset
+
+
+@dataclass
+class MicroBatch:
+    """What was consumed since the last hand-over."""
+
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+    rejects: list[StreamReject] = field(default_factory=list)
+    offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset
+    oldest_ms: int | None = None
+    newest_ms: int | None = None
+
+    @property
+    def events(self) -> int:
+        return self.rows + len(self.rejects)
+
+    def __bool__(self) -> bool:
+        return bool(self.offsets)
+
+
+class Committer:
+    """Commits micro-batches of one stream, one at a time (see the module docstring)."""
+
+    def __init__(self, ds: Dataset, options: StreamOptions, report: StreamReport, stop: threading.Event,
+                 on_commit: Callable[[CommitEvent], None] | None,
+                 on_problem: Callable[[str], None]) -> None:
+        self.ds, self.options, self.report, self.stop = ds, options, report, stop
+        self.topic = options.topic
+        self.on_commit, self.on_problem = on_commit, on_problem
+        #: the version the positions of the next micro-batch were read at (see Dataset.append)
+        self.read_version = ds.snapshot().version
+        self.committed: dict[int, int] = {}  # partition -> next offset, as committed or read
+        self.last_commit_at: float | None = None
+        self.rejects_path = Path(options.rejects or f"{ds.name}.rejects.jsonl")
+        self._rejects: TextIO | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-stream-commit")
+        self._pending: Future[bool] | None = None
+        self._in_flight: MicroBatch | None = None
+
+    @property
+    def in_flight_events(self) -> int:
+        return self._in_flight.events if self._in_flight is not None else 0
+
+    def submit(self, batch: MicroBatch) -> None:
+        """Commit ``batch`` in the background (call :meth:`wait` first)."""
+        assert self._pending is None
+        self._in_flight = batch
+        self._pending = self._pool.submit(self.commit, batch)
+
+    def wait(self) -> bool:
+        """Wait for the micro-batch in flight; False if it was dropped (a conflict). Raises what
+        its commit raised."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return True
+        try:
+            return pending.result()
+        finally:
+            self._in_flight = None
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
+            if self._rejects is not None:
+                self._rejects.close()
+                self._rejects = None
+
+    # -- one micro-batch (in the commit thread, or inline during a rebalance)
+    def commit(self, b: MicroBatch) -> bool:
+        """Write ``b``'s rejects, then its rows and positions in one commit; False if another
+        consumer had committed one of its positions since they were read (nothing committed)."""
+        if not b:
+            return True
+        self._write_rejects(b.rejects)
+        positions = {position_id(self.topic, p): o for p, o in b.offsets.items()}
+        info = {"topic": self.topic, "events": b.events, "rejected": len(b.rejects),
+                "offsets": {str(p): o for p, o in sorted(b.offsets.items())}}
+        result = self._append(b, positions, info)
+        if result is None:
+            self.report.conflicts += 1
+            return False
+        fault_point("after_stream_commit")
+        assert result.version is not None
+        self.read_version = result.version
+        self.committed.update(b.offsets)
+        self.last_commit_at = time.time()
+        r = self.report
+        r.events += b.events
+        r.rows += b.rows
+        r.rejected += len(b.rejects)
+        r.commits += 1
+        r.last_version = result.version
+        r.offsets.update(b.offsets)
+        if self.on_commit is not None:
+            self.on_commit(CommitEvent(result.version, b.rows, len(b.rejects), self.last_commit_at,
+                                       dict(b.offsets), b.oldest_ms, b.newest_ms))
+        self._maybe_compact()
+        return True
+
+    def _append(self, b: MicroBatch, positions: dict[str, int], info: dict[str, object]) -> AppendResult | None:
+        wait = 0.5
+        while True:
+            try:
+                return self.ds.append(b.batches, positions=positions, read_version=self.read_version,
+                                      kind="stream", info=info)
+            except CommitConflictError:
+                return None
+            except StoreError as exc:
+                if self.stop.is_set():
+                    raise StreamError(
+                        f"stopped while the store was unavailable ({exc}): the last {b.events} events "
+                        f"were not committed; the next start consumes them again") from None
+                self.report.retries += 1
+                self.on_problem(f"store unavailable, retrying in {wait:.1f} s: {exc}")
+                self.stop.wait(wait)
+                wait = min(wait * 2, self.options.retry_max)
+
+    def _maybe_compact(self) -> None:
+        from colonnade.table.compaction import small_segments
+
+        groups = small_segments(self.ds.snapshot(), self.ds.spec.segment_rows)
+        due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
+        if not due:
+            return
+        try:
+            result = self.ds.compact(partitions=due)
+        except CommitConflictError:
+            return  # another process compacted them meanwhile
+        except StoreError as exc:
+            self.on_problem(f"compaction failed (tried again after a later commit): {exc}")
+            return
+        if result.version is not None:
+            self.report.compactions += 1
+
+    def _write_rejects(self, rejects: list[StreamReject]) -> None:
+        """Append the rejects durably before the commit that moves past them."""
+        if not rejects:
+            return
+        if self._rejects is None:
+            self.rejects_path.parent.mkdir(parents=True, exist_ok=True)
+            self._rejects = open(self.rejects_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self.report.rejects_path = str(self.rejects_path)
+        self._rejects.write("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rejects))
+        self._rejects.flush()
+        os.fsync(self._rejects.fileno())
+        fault_point("after_rejects")
