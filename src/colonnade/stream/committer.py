@@ -1,8 +1,9 @@
 """Committing a stream's micro-batches, in order, in a thread of their own.
 
 While micro-batch N is written and committed (its columns encoded, its segments stored, its
-commit record written, then — when due — a compaction), the loop consumes and decodes
-micro-batch N+1. At most one micro-batch is in flight: handing over the next one waits for the
+commit record written), the loop consumes and decodes micro-batch N+1; a compaction, when due,
+runs in a third thread, one at a time (it removes only segments no append touches: it never
+conflicts with the stream's commits, and never delays them). At most one micro-batch is in flight: handing over the next one waits for the
 previous one's outcome, so commits keep the order of the offsets they record and memory holds at
 most two micro-batches.
 
@@ -80,6 +81,9 @@ class Committer:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-stream-commit")
         self._pending: Future[bool] | None = None
         self._in_flight: MicroBatch | None = None
+        # compaction runs beside the commits (it conflicts with no append), one at a time
+        self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-stream-compact")
+        self._compacting: Future[None] | None = None
 
     @property
     def in_flight_events(self) -> int:
@@ -107,6 +111,7 @@ class Committer:
             self.wait()
         finally:
             self._pool.shutdown(wait=True)
+            self._compactor.shutdown(wait=True)
             if self._rejects is not None:
                 self._rejects.close()
                 self._rejects = None
@@ -140,7 +145,8 @@ class Committer:
         if self.on_commit is not None:
             self.on_commit(CommitEvent(result.version, b.rows, len(b.rejects), self.last_commit_at,
                                        dict(b.offsets), b.oldest_ms, b.newest_ms))
-        self._maybe_compact()
+        if self._compacting is None or self._compacting.done():
+            self._compacting = self._compactor.submit(self._maybe_compact)
         return True
 
     def _append(self, b: MicroBatch, positions: dict[str, int], info: dict[str, object]) -> AppendResult | None:
@@ -164,12 +170,15 @@ class Committer:
     def _maybe_compact(self) -> None:
         from colonnade.table.compaction import small_segments
 
-        groups = small_segments(self.ds.snapshot(), self.ds.spec.segment_rows)
+        from colonnade.table.dataset import Dataset
+
+        ds = Dataset(self.ds.store, self.ds.spec)  # its own object: the commit thread uses self.ds
+        groups = small_segments(ds.snapshot(), ds.spec.segment_rows)
         due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
         if not due:
             return
         try:
-            result = self.ds.compact(partitions=due)
+            result = ds.compact(partitions=due)
         except CommitConflictError:
             return  # another process compacted them meanwhile
         except StoreError as exc:
