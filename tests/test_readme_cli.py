@@ -39,3 +39,26 @@ def test_cli_quick_start_runs_as_written(tmp_path: Path) -> None:
     assert explain["segments_scanned"] == 1 and explain["segments_total"] == 3
     assert "already ingested" in result.stderr + out
     assert (tmp_path / "quickstart.db").exists()
+
+
+@pytest.mark.kafka
+def test_streaming_quick_start_runs_as_written(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The broker is the suite's (the block's `colonnade kafka start` line is left out); the
+    topic is this test's own."""
+    script = _block("## Streaming from Kafka", "bash")
+    lines = [line for line in script.splitlines() if not line.startswith("colonnade kafka start")]
+    topic = f"clicks-{os.getpid()}-{tmp_path.name}"
+    script = "\n".join(lines).replace("produce clicks", f"produce {topic}").replace("--topic clicks", f"--topic {topic}")
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COLONNADE_KAFKA"] = kafka_bootstrap
+    env.pop("COLONNADE_STORE", None)
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "produced 4 messages" in out
+    assert re.search(r"streamed 4 events from \S+ into clicks in \d+ commits?", out), out
+    assert re.search(r"CA\s+1\.25", out) and re.search(r"NY\s+2\.5", out), out
+    reject = json.loads(out.splitlines()[-1])
+    assert reject["raw"] == "oops" and reject["reason"].startswith("not valid JSON")

@@ -52,6 +52,15 @@ def default_store_uri() -> str:
     return os.environ.get("COLONNADE_STORE") or DEFAULT_STORE
 
 
+DEFAULT_KAFKA = "127.0.0.1:9092"
+
+
+def default_kafka_bootstrap() -> str:
+    """Kafka bootstrap servers of the commands that take ``--bootstrap``: ``$COLONNADE_KAFKA``,
+    else the local broker's address."""
+    return os.environ.get("COLONNADE_KAFKA") or DEFAULT_KAFKA
+
+
 def parse_store_uri(uri: str | os.PathLike[str] | None) -> StoreURI:
     """Parse a store URI; plain paths name SQLite files."""
     text = str(uri) if uri is not None else default_store_uri()

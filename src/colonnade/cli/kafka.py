@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,3 +88,24 @@ def logs(directory: Path | None, port: int | None, lines: int) -> None:
         click.echo(text)
     else:
         note(f"kafka has no log yet in {broker.log_dir}")
+
+
+@kafka.command()
+@click.argument("topic")
+@click.option("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap servers (default: $COLONNADE_KAFKA, "
+                                                       "else 127.0.0.1:9092).")
+@click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True, metavar="N",
+              help="Partitions of the topic, if it is created.")
+def produce(topic: str, bootstrap: str | None, partitions: int) -> None:
+    """Send each line of standard input to TOPIC as one message (created if missing).
+
+    Messages are spread over the partitions; the command ends when every one is acknowledged."""
+    from colonnade.config import default_kafka_bootstrap
+    from colonnade.stream.topics import create_topic, produce_lines
+
+    servers = bootstrap or default_kafka_bootstrap()
+    created = create_topic(servers, topic, partitions)
+    if created:
+        note(f"created topic {topic} with {partitions} partitions")
+    sent = produce_lines(servers, topic, sys.stdin.buffer)
+    click.echo(f"produced {sent:,} message{'s' if sent != 1 else ''} to {topic}")

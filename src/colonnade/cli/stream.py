@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("dataset")
 @click.option("--topic", required=True, metavar="T", help="Kafka topic to consume.")
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
-              help="Kafka bootstrap servers (comma-separated).")
+@click.option("--bootstrap", metavar="HOST:PORT",
+              help="Kafka bootstrap servers, comma-separated (default: $COLONNADE_KAFKA, else 127.0.0.1:9092).")
 @click.option("--group", metavar="G", help="Consumer group: processes in one group share the topic's "
                                           "partitions (default: colonnade-DATASET).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "avro"]), default="json",
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
               help="Decoded rows buffered before a commit is made early.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @pass_settings
-def stream(settings: Settings, dataset: str, topic: str, bootstrap: str, group: str | None, fmt: str,
+def stream(settings: Settings, dataset: str, topic: str, bootstrap: str | None, group: str | None, fmt: str,
            schema_file: Path | None, columns: str | None, partition_by: str | None, sort_by: str | None,
            commit_interval: float, on_error: str, rejects: Path | None, max_events: int | None,
            stop_when_idle: float | None, memory_limit: int, as_json: bool) -> None:
@@ -67,8 +67,9 @@ def stream(settings: Settings, dataset: str, topic: str, bootstrap: str, group: 
     each partition; a restart (or another process of the group taking over) continues from
     the offsets the dataset records, so each message is stored once whatever fails. Small
     segments are compacted as the stream goes."""
+    from colonnade.config import default_kafka_bootstrap
     from colonnade.stream import StreamOptions, run_stream
-    from colonnade.stream.options import StreamError, parse_columns
+    from colonnade.stream.options import parse_columns
 
     if schema_file is not None and columns is not None:
         raise click.UsageError("give the columns with --schema FILE or --columns, not both")
@@ -78,7 +79,7 @@ def stream(settings: Settings, dataset: str, topic: str, bootstrap: str, group: 
     elif columns is not None:
         schema = parse_columns(columns)
     options = StreamOptions(
-        topic=topic, bootstrap=bootstrap, group=group, format=fmt, schema=schema,
+        topic=topic, bootstrap=bootstrap or default_kafka_bootstrap(), group=group, format=fmt, schema=schema,
         partition_by=partition_by, sort_by=tuple(c.strip() for c in (sort_by or "").split(",") if c.strip()),
         commit_interval=commit_interval, on_error=on_error, rejects=rejects, max_events=max_events,
         stop_when_idle=stop_when_idle, memory_limit=memory_limit * 2**20)
@@ -87,9 +88,6 @@ def stream(settings: Settings, dataset: str, topic: str, bootstrap: str, group: 
     try:
         with settings.connect(must_exist=False) as store, _stop_on_signals(stop):
             report = run_stream(store, dataset, options, on_status=view.update, stop=stop)
-    except StreamError:
-        view.close()
-        raise
     finally:
         view.close()
     if as_json:

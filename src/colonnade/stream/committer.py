@@ -169,7 +169,6 @@ class Committer:
 
     def _maybe_compact(self) -> None:
         from colonnade.table.compaction import small_segments
-
         from colonnade.table.dataset import Dataset
 
         ds = Dataset(self.ds.store, self.ds.spec)  # its own object: the commit thread uses self.ds

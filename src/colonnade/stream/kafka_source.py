@@ -27,7 +27,7 @@ from colonnade.stream.options import StreamError
 OFFSET_BEGINNING = -2
 
 
-def _quiet_logger() -> Any:
+def quiet_logger() -> Any:
     """A logger that drops librdkafka's log lines (its errors reach ``error_cb`` and are shown
     as the stream's problem instead)."""
     import logging
@@ -113,7 +113,7 @@ class KafkaSource:
             "reconnect.backoff.ms": 200,
             "reconnect.backoff.max.ms": 5_000,
             "error_cb": self._error,
-            "logger": _quiet_logger(),  # librdkafka's own lines would garble the status line
+            "logger": quiet_logger(),  # librdkafka's own lines would garble the status line
         }
         conf.update(settings or {})
         try:
