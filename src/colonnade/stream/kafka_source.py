@@ -107,6 +107,9 @@ class KafkaSource:
             "enable.partition.eof": False,
             "queued.max.messages.kbytes": max(1024, prefetch_bytes // 1024),
             "fetch.wait.max.ms": 100,
+            # 8 MiB per partition and fetch (the 1 MiB default capped a consumer at ~190k
+            # 60-byte messages/s here); the prefetch queue still bounds the memory
+            "max.partition.fetch.bytes": 8 * 2**20,
             "session.timeout.ms": 10_000,  # a dead member's partitions move within ~10 s
             "heartbeat.interval.ms": 1_000,
             "max.poll.interval.ms": 600_000,  # commits wait out an unavailable store
