@@ -233,3 +233,31 @@ def test_csv_and_avro_messages_through_the_command(kafka_bootstrap: str, tmp_pat
                                          "b": sum(i / 4 for i in range(2_000)) - 99 / 4}]
     reject = json.loads((tmp_path / "r.jsonl").read_text())
     assert (reject["partition"], reject["offset"]) == (3, 24)
+
+
+def test_on_a_terminal_the_status_is_one_live_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    import pty
+
+    topic = new_topic(kafka_bootstrap)
+    produce(kafka_bootstrap, topic, range(2_000))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([COLONNADE, "--store", str(tmp_path / "s.db"), "stream", "ev", "--topic", topic,
+                             "--bootstrap", kafka_bootstrap, "--columns", COLUMNS, "--stop-when-idle", "3"],
+                            stdout=subprocess.PIPE, stderr=follower, text=True,
+                            env={**os.environ, "COLUMNS": "200", "TERM": "xterm"})
+    os.close(follower)
+    out, _ = proc.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.returncode == 0 and out.startswith("streamed 2,000 events")
+    text = seen.decode("utf-8", "replace")
+    assert "ev: 2,000 events (0 rejected)" in text and "lag 0:0" in text
+    assert "\x1b[" in text  # redrawn in place (cursor movements), not printed line after line
