@@ -420,10 +420,17 @@ def _check_name(name: str) -> None:
         raise SchemaError(f"invalid dataset name {name!r}: use letters, digits and _, starting with a letter")
 
 
-def connect(uri: str | None = None) -> Store:
+def connect(uri: str | None = None, cache_mb: int | None = None) -> Store:
     """Open a store: ``sqlite:///path.db`` or a path (default ``$COLONNADE_STORE`` or
-    ``./colonnade.db``), or ``cassandra://host[,host][:port]/keyspace?options``."""
-    return Store(open_store(str(parse_store_uri(uri).display) if uri is None else uri))
+    ``./colonnade.db``), or ``cassandra://host[,host][:port]/keyspace?options``.
+
+    ``cache_mb`` keeps up to that many MiB of decoded column chunks in memory for the scans
+    of this store object (default ``$COLONNADE_CACHE_MB``, else none; see
+    :mod:`colonnade.table.cache`): for processes that query the same data repeatedly."""
+    chunk_store = open_store(str(parse_store_uri(uri).display) if uri is None else uri)
+    if cache_mb is not None:
+        chunk_store.cache_mb = cache_mb  # type: ignore[attr-defined]
+    return Store(chunk_store)
 
 
 __all__ = ["Explain", "Statement", "Store", "connect", "default_store_uri", "split_statements"]

@@ -27,6 +27,7 @@ from colonnade.errors import CorruptChunkError, SchemaError
 from colonnade.expressions.pruning import partition_may_match, segment_pruner
 from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
 from colonnade.storage.base import ChunkRef
+from colonnade.table.cache import ChunkCache, cache_of
 from colonnade.table.commits import SegmentEntry, Snapshot
 
 if TYPE_CHECKING:
@@ -265,8 +266,25 @@ def _decode(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa
 DECODE_GROUP_BYTES = 512 * 1024
 
 
-def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dict[str, pa.DataType]) -> list[pa.Array]:
-    return [_decode(dataset, ref, data, types[ref.column]) for ref, data in chunks]
+def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dict[str, pa.DataType],
+                  cache: ChunkCache | None = None) -> list[pa.Array]:
+    arrays = [_decode(dataset, ref, data, types[ref.column]) for ref, data in chunks]
+    if cache is not None:
+        for (ref, _), array in zip(chunks, arrays, strict=True):
+            cache.put((ref.segment, ref.column, str(types[ref.column])), array)
+    return arrays
+
+
+class _Cached:
+    """A cached array, read like a future's."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: pa.Array) -> None:
+        self._array = array
+
+    def result(self) -> pa.Array:
+        return self._array
 
 
 class _Part:
@@ -286,7 +304,17 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     refs = [ChunkRef(s.entry.partition, c, s.entry.segment, s.entry.bucket)
             for s in window for c in plan.read_columns if c in s.stats]
     types = {f.name: f.type for f in plan.schema}
-    futures: dict[tuple[str, str], _Part] = {}
+    futures: dict[tuple[str, str], _Part | _Cached] = {}
+    cache = cache_of(ds.store)
+    if cache is not None:
+        wanted = refs
+        refs = []
+        for ref in wanted:
+            array = cache.get((ref.segment, ref.column, str(types[ref.column])))
+            if array is None:
+                refs.append(ref)
+            else:
+                futures[(ref.segment, ref.column)] = _Cached(array)
     nbytes = 0
     group: list[tuple[ChunkRef, bytes]] = []
     group_bytes = 0
@@ -294,7 +322,7 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     def submit() -> None:
         # small chunks are decoded a group per task (a task per 4,000-row chunk costs about as
         # much in scheduling as the decode itself); large ones one per task
-        task = pool.submit(_decode_group, ds.name, list(group), types)
+        task = pool.submit(_decode_group, ds.name, list(group), types, cache)
         for i, (ref, _) in enumerate(group):
             futures[(ref.segment, ref.column)] = _Part(task, i)
         group.clear()
