@@ -153,6 +153,8 @@ class Committer:
         wait = 0.5
         while True:
             try:
+                if self._log_lost_commits():
+                    return None
                 return self.ds.append(b.batches, positions=positions, read_version=self.read_version,
                                       kind="stream", info=info)
             except CommitConflictError:
@@ -167,16 +169,31 @@ class Committer:
                 self.stop.wait(wait)
                 wait = min(wait * 2, self.options.retry_max)
 
+    def _log_lost_commits(self) -> bool:
+        """Whether the store's log lost versions it had acknowledged, up to the one this stream
+        read or committed last (a Cassandra node that crashed before syncing its commit log).
+        If so the micro-batch is dropped like a conflicting one, and every partition consumes
+        again from the positions the log kept: the events of the lost commits are stored again."""
+        from colonnade.table.dataset import Dataset
+
+        latest = self.ds.version
+        if latest >= self.read_version:
+            return False
+        self.on_problem(f"the store lost versions {latest + 1}-{self.read_version} of {self.ds.name} it "
+                        f"had acknowledged: consuming again from the positions of version {latest}")
+        self.ds = Dataset(self.ds.store, self.ds.spec)  # the cached state holds the lost versions
+        return True
+
     def _maybe_compact(self) -> None:
         from colonnade.table.compaction import small_segments
         from colonnade.table.dataset import Dataset
 
         ds = Dataset(self.ds.store, self.ds.spec)  # its own object: the commit thread uses self.ds
-        groups = small_segments(ds.snapshot(), ds.spec.segment_rows)
-        due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
-        if not due:
-            return
-        try:
+        try:  # the store may have gone away since the commit: a later one tries again
+            groups = small_segments(ds.snapshot(), ds.spec.segment_rows)
+            due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
+            if not due:
+                return
             result = ds.compact(partitions=due)
         except CommitConflictError:
             return  # another process compacted them meanwhile

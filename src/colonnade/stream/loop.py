@@ -188,9 +188,10 @@ class Stream:
         except StoreError:
             pass
         self._drop()  # anything buffered is consumed again from the log's positions
-        snapshot = self.ds.snapshot()
+        ds = self.committer.ds
+        snapshot = ds.snapshot()
         self.committer.read_version = snapshot.version
-        recorded = self.ds.positions(snapshot)
+        recorded = ds.positions(snapshot)
         out = {p: recorded.get(position_id(self.topic, p)) for p in partitions}
         self.committer.committed.update({p: o for p, o in out.items() if o is not None})
         return out
@@ -219,9 +220,10 @@ class Stream:
         assert self.source is not None
         if self._in_rebalance:
             return  # the partitions are being taken away: the next assignment seeks
-        snapshot = self.ds.snapshot()
+        ds = self.committer.ds
+        snapshot = ds.snapshot()
         self.committer.read_version = snapshot.version
-        recorded = self.ds.positions(snapshot)
+        recorded = ds.positions(snapshot)
         starts = {p: recorded.get(position_id(self.topic, p)) for p in self.source.assigned}
         self.committer.committed.update({p: o for p, o in starts.items() if o is not None})
         self.source.seek(starts)
