@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colonnade.errors import DatasetNotFoundError
 from colonnade.store import Store
 from colonnade.table.commits import position_id
 
@@ -183,8 +184,12 @@ def table_stats(store: Store, name: str) -> tuple[int, int, int]:
 
 
 def positions(store: Store, name: str, topic: Topic) -> dict[int, int]:
-    """Partition → the next offset the dataset's log recorded for ``topic``."""
-    recorded = store.dataset(name).positions()
+    """Partition → the next offset the dataset's log recorded for ``topic`` (none: a stream
+    killed before it made the dataset)."""
+    try:
+        recorded = store.dataset(name).positions()
+    except DatasetNotFoundError:
+        return {}
     return {p: recorded[position_id(topic.name, p)] for p in range(PARTITIONS)
             if position_id(topic.name, p) in recorded}
 
