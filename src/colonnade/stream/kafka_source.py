@@ -107,6 +107,7 @@ class KafkaSource:
             "enable.partition.eof": False,
             "queued.max.messages.kbytes": max(1024, prefetch_bytes // 1024),
             "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 20,  # fetch again soon after the bounded queue was full
             # 8 MiB per partition and fetch (the 1 MiB default capped a consumer at ~190k
             # 60-byte messages/s here); the prefetch queue still bounds the memory
             "max.partition.fetch.bytes": 8 * 2**20,
