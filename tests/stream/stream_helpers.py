@@ -85,8 +85,9 @@ class Topic:
     def producer(self) -> Any:
         from confluent_kafka import Producer
 
-        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "acks": "all",
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+                         "log_level": 2})  # a broker stopped on purpose: no connection errors on stderr
 
     def on_delivery(self, ident: int | None, value: bytes | None, failed: list[Any]) -> Any:
         """A delivery callback recording where message ``ident`` (None: a bad one) landed."""
@@ -184,7 +185,12 @@ def table_stats(store: Store, name: str) -> tuple[int, int, int]:
 
 def positions(store: Store, name: str, topic: Topic) -> dict[int, int]:
     """Partition → the next offset the dataset's log recorded for ``topic``."""
-    recorded = store.dataset(name).positions()
+    from colonnade.errors import DatasetNotFoundError
+
+    try:
+        recorded = store.dataset(name).positions()
+    except DatasetNotFoundError:  # not created yet
+        return {}
     return {p: recorded[position_id(topic.name, p)] for p in range(PARTITIONS)
             if position_id(topic.name, p) in recorded}
 
@@ -264,6 +270,22 @@ class Finished:
                 f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-4000:]}")
 
 
+_started: list[Colonnade] = []
+
+
+def kill_leftovers() -> None:
+    """SIGKILL and reap the processes a test started and did not wait for (it failed)."""
+    while _started:
+        proc = _started.pop()
+        if proc.finished is None:
+            try:
+                proc.signal(signal.SIGCONT)
+                proc.signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+
 class Colonnade:
     """``colonnade ARGV`` as a process of the installed console script, its output in files."""
 
@@ -279,6 +301,7 @@ class Colonnade:
                                          stderr=err, cwd=str(cwd), env=child_env(env))
         self.pid = self.proc.pid
         self.finished: Finished | None = None
+        _started.append(self)
 
     def stderr(self) -> str:
         return self.err.read_text(errors="replace")
@@ -286,9 +309,10 @@ class Colonnade:
     def running(self) -> bool:
         if self.finished is not None:
             return False
-        got, _, _ = os.wait4(self.pid, os.WNOHANG)
+        got, status, usage = os.wait4(self.pid, os.WNOHANG)
         if got == 0:
             return True
+        self._reaped(status, usage)
         raise AssertionError(f"colonnade {' '.join(self.argv)} ended early: {self.stderr()[-2000:]}")
 
     def signal(self, sig: int) -> None:
@@ -310,6 +334,9 @@ class Colonnade:
                 raise AssertionError(f"colonnade {' '.join(self.argv)} still ran after {timeout:g} s; "
                                      f"stderr: {self.stderr()[-3000:]}")
             time.sleep(0.02)
+        return self._reaped(status, usage)
+
+    def _reaped(self, status: int, usage: Any) -> Finished:
         code = os.waitstatus_to_exitcode(status)
         self.proc.returncode = code  # reaped here: Popen must not wait for it again
         self.finished = Finished(self.argv, code, self.out.read_text(errors="replace"), self.stderr(),
