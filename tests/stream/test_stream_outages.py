@@ -36,6 +36,7 @@ from stream_helpers import (
     assert_exactly_once,
     new_topic,
     positions,
+    process_state,
     status_lines,
     stream_argv,
     wait_for,
@@ -172,3 +173,38 @@ def test_a_sqlite_store_locked_by_another_process_mid_stream(kafka_bootstrap: st
     print(f"sqlite locked {released_at - locked_at:.1f} s: longest gap between commits {gap:.1f} s; "
           f"{report['events']:,} events in {report['commits']} commits")
 
+
+def test_a_store_that_lost_acknowledged_commits_is_consumed_again(kafka_bootstrap: str, tmp_path: Path,
+                                                                  workdir: Path) -> None:
+    """What a Cassandra node that crashed before syncing its commit log does (its log goes back
+    to an earlier version after the stream's commit was acknowledged), made to happen at a known
+    moment: the SQLite file is copied while the stream waits before its 5th commit and put back
+    after it. The stream notices that the log is behind the version it committed and consumes
+    the lost micro-batch again from the positions the log kept."""
+    import sqlite3
+
+    path, copy = tmp_path / "lossy.db", tmp_path / "copy.db"
+    uri, name = f"sqlite:///{path}", "events"
+    topic = new_topic(kafka_bootstrap, "lost")
+    feeder = Feeder(topic, first_id=1, rate=2_000)
+    feeder.start()
+    faults = "before_commit:5:stop,after_stream_commit:5:stop"
+    stream = Colonnade(stream_argv(uri, name, topic), workdir, {"COLONNADE_FAULTS": faults})
+    try:
+        for backup_from, backup_to in ((path, copy), (copy, path)):
+            wait_for("the stream stops itself", lambda: process_state(stream.pid) == "T", timeout=60)
+            with sqlite3.connect(backup_from) as source, sqlite3.connect(backup_to) as target:
+                source.backup(target)
+            stream.signal(signal.SIGCONT)
+        with colonnade.connect(uri) as store:
+            assert store.dataset(name).version == 4  # the 5th commit is gone
+            wait_for("commits after the loss", lambda: store.dataset(name).version >= 6)
+    finally:
+        feeder.stop()
+    with colonnade.connect(uri) as store:
+        wait_for("the stream caught up", lambda: _caught_up(store, name, topic), timeout=60)
+        _stop_cleanly(stream)
+        assert_exactly_once(store, name, topic)
+    problems = [s.problem for s in status_lines(stream.stderr()) if s.problem]
+    assert problems == [f"the store lost versions 5-5 of {name} it had acknowledged: consuming again "
+                        f"from the positions of version 4"], problems

@@ -277,6 +277,8 @@ class Stream:
         wait = 0.5
         while True:
             try:
+                if self._log_lost_commits():
+                    return None
                 return self.ds.append(b.batches, positions=positions, read_version=self.read_version,
                                       kind="stream", info=info)
             except CommitConflictError:
@@ -293,6 +295,22 @@ class Stream:
                 self._status(0, 0.0, problem=f"store unavailable, retrying in {wait:.1f} s: {exc}")
                 self.stop.wait(wait)
                 wait = min(wait * 2, self.options.retry_max)
+
+    def _log_lost_commits(self) -> bool:
+        """Whether the store's log lost versions it had acknowledged, up to the one this stream
+        read or committed last (a Cassandra node that crashed before syncing its commit log).
+        If so the micro-batch is dropped and every partition consumes again from the positions
+        the log kept: the events of the lost commits are stored again."""
+        latest = self.ds.version
+        if latest >= self.read_version:
+            return False
+        self._status(0, 0.0, problem=f"the store lost versions {latest + 1}-{self.read_version} of "
+                                     f"{self.name} it had acknowledged: consuming again from the "
+                                     f"positions of version {latest}")
+        self.ds = self.store.dataset(self.name)  # the cached state holds the lost versions
+        self.batch = MicroBatch()
+        self._reseek()
+        return True
 
     def _reseek(self) -> None:
         assert self.source is not None
