@@ -130,6 +130,49 @@ def test_the_broker_restarted_mid_stream(private_kafka: Any, module_store: Store
           f"{len(problems)} status lines named the problem, e.g. {problems[0]!r}")
 
 
+@pytest.mark.cassandra
+def test_a_cassandra_node_down_mid_stream(private_cassandra: Any, kafka_bootstrap: str, workdir: Path) -> None:
+    """The node's JVM is SIGKILLed while the stream is stopped right after a commit (fault point
+    ``after_stream_commit``, ``stop``): what it does next with the store — look for segments to
+    compact, commit its next micro-batch — finds the node down."""
+    node = private_cassandra
+    uri = f"cassandra://{node.address(1)}/stream_{uuid.uuid4().hex[:8]}?connect_timeout=3&request_timeout=5"
+    name = "events"
+    topic = new_topic(kafka_bootstrap, "node")
+    feeder = Feeder(topic, first_id=1, rate=2_000)
+    feeder.start()
+    stream = Colonnade(stream_argv(uri, name, topic), workdir, {"COLONNADE_FAULTS": "after_stream_commit:5:stop"})
+    try:
+        wait_for("the stream stops itself after a commit", lambda: process_state(stream.pid) == "T", timeout=60)
+        os.kill(node._pid(1), signal.SIGKILL)
+        wait_for("the node is down", lambda: node._pid(1) is None and node._busy_port(1) is None)
+        down_at = time.monotonic()
+        stream.signal(signal.SIGCONT)
+        wait_for("the stream says the store is unavailable",
+                 lambda: stream.running() and [s for s in status_lines(stream.stderr()) if s.problem], timeout=60)
+        node.start_node(1)  # the outage: as long as the node takes to start (>= 12 s)
+        back_at = time.monotonic()
+    finally:
+        feeder.stop()
+    with colonnade.connect(uri) as store:
+        wait_for("the stream caught up", lambda: _caught_up(store, name, topic), timeout=120)
+        caught_up_at = time.monotonic()
+        assert stream.running()
+        report = _stop_cleanly(stream)
+        assert_exactly_once(store, name, topic)
+    problems = [s.problem for s in status_lines(stream.stderr()) if s.problem]
+    retries = [p for p in problems if p.startswith("store unavailable, retrying in ")]
+    lost = [p for p in problems if p.startswith("the store lost versions")]
+    assert retries and all(p in retries or p in lost or p.startswith("compaction failed (will be tried again): ")
+                           for p in problems), problems
+    waits = [float(p.split("retrying in ")[1].split(" s")[0]) for p in retries]
+    assert waits[:3] == [0.5, 1.0, 2.0], waits  # backoff: each wait twice the last
+    assert waits == sorted(waits) and report["retries"] == len(waits), (waits, report)
+    print(f"cassandra node down {back_at - down_at:.1f} s, caught up {caught_up_at - back_at:.1f} s after; "
+          f"{report['events']:,} events; {report['retries']} retries, waits {waits}; e.g. {problems[0]!r}; "
+          f"{lost or 'the node kept every commit'}")
+
+
 LOCKER = """
 import sqlite3, sys, time
 conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)

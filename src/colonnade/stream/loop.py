@@ -326,12 +326,12 @@ class Stream:
     def _maybe_compact(self, b: MicroBatch) -> None:
         from colonnade.table.compaction import small_segments
 
-        snapshot = self.ds.snapshot()
-        groups = small_segments(snapshot, self.ds.spec.segment_rows)
-        due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
-        if not due:
-            return
-        try:
+        try:  # the store may have gone away since the commit: the next one retries
+            snapshot = self.ds.snapshot()
+            groups = small_segments(snapshot, self.ds.spec.segment_rows)
+            due = [p for p, segs in groups.items() if len(segs) >= self.options.compact_segments]
+            if not due:
+                return
             result = self.ds.compact(partitions=due)
         except CommitConflictError:
             return  # another process compacted them meanwhile
