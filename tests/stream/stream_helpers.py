@@ -168,7 +168,7 @@ def new_topic(bootstrap: str, prefix: str = "s", partitions: int = PARTITIONS) -
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     for future in admin.create_topics([NewTopic(name, num_partitions=partitions,
                                                 replication_factor=1)]).values():
         future.result(60)
