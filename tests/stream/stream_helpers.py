@@ -47,7 +47,8 @@ BAD_KINDS: tuple[tuple[bytes | None, str], ...] = (
 
 def event(i: int, note_bytes: int = 40) -> bytes:
     """Event ``i`` as JSON (a ``note`` of ``note_bytes`` characters pads it to a chosen size)."""
-    note = (f"n{i}-" * (note_bytes // 4 + 1))[:note_bytes]
+    unit = f"n{i}-"
+    note = (unit * (note_bytes // len(unit) + 1))[:note_bytes]
     return json.dumps({"id": i, "cat": CATS[i % 3], "v": i * 0.25, "note": note}).encode()
 
 
@@ -286,18 +287,40 @@ def kill_leftovers() -> None:
             proc.wait(timeout=30)
 
 
-class Colonnade:
-    """``colonnade ARGV`` as a process of the installed console script, its output in files."""
+#: Runs a command as its child and writes the child's exit status and peak RSS (``wait4``) to a
+#: file. A process forked from the test process would count the test's own memory in its peak
+#: (Linux keeps the high-water mark of the memory a process had before exec); forked from this
+#: small interpreter (no site packages), it counts a few MB of it.
+_MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}, f)
+"""
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str | None] | None = None) -> None:
+
+class Colonnade:
+    """``colonnade ARGV`` as a process of the installed console script, its output in files.
+    With ``measure_rss`` its peak RSS is measured (``Finished.maxrss_kb``) through a small
+    parent process; otherwise ``maxrss_kb`` includes the test process's memory at the fork."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str | None] | None = None,
+                 measure_rss: bool = False) -> None:
         import subprocess
 
         self.argv = argv
         self.started = time.monotonic()
         tag = uuid.uuid4().hex[:8]
         self.out, self.err = cwd / f"{tag}.out", cwd / f"{tag}.err"
+        self.measured = cwd / f"{tag}.rss" if measure_rss else None
+        command = [COLONNADE, *argv]
+        if self.measured is not None:
+            command = [sys.executable, "-S", "-c", _MEASURE, str(self.measured), *command]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = subprocess.Popen([COLONNADE, *argv], stdin=subprocess.DEVNULL, stdout=out,
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err, cwd=str(cwd), env=child_env(env))
         self.pid = self.proc.pid
         self.finished: Finished | None = None
@@ -339,8 +362,13 @@ class Colonnade:
     def _reaped(self, status: int, usage: Any) -> Finished:
         code = os.waitstatus_to_exitcode(status)
         self.proc.returncode = code  # reaped here: Popen must not wait for it again
+        maxrss = usage.ru_maxrss
+        if self.measured is not None:
+            assert code == 0, f"the measuring parent failed: {self.stderr()[-2000:]}"
+            child = json.loads(self.measured.read_text())
+            code, maxrss = child["status"], child["maxrss_kb"]
         self.finished = Finished(self.argv, code, self.out.read_text(errors="replace"), self.stderr(),
-                                 time.monotonic() - self.started, usage.ru_maxrss)
+                                 time.monotonic() - self.started, maxrss)
         return self.finished
 
 

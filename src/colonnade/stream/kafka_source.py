@@ -76,6 +76,7 @@ class KafkaSource:
             "enable.partition.eof": False,
             "queued.max.messages.kbytes": max(1024, prefetch_bytes // 1024),
             "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 20,
             "session.timeout.ms": 10_000,  # a dead member's partitions move within ~10 s
             "heartbeat.interval.ms": 1_000,
             "max.poll.interval.ms": 600_000,  # commits wait out an unavailable store

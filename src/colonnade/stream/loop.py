@@ -108,6 +108,7 @@ class Stream:
         self._revoking = False
         self.last_commit_at: float | None = None
         self.source: KafkaSource | None = None
+        self.row_bytes = 1024.0  # decoded bytes per message, as the last poll had them
 
     def _open(self, name: str) -> tuple[Dataset, pa.Schema]:
         """The dataset (created from the options' schema if missing) and the schema messages
@@ -155,7 +156,10 @@ class Stream:
                     self.report.stopped = "max-events"
                     break
                 now = time.monotonic()
-                polled = self.source.consume(min(opts.poll_messages, remaining or opts.poll_messages),
+                # a poll decodes to about a quarter of the memory limit at most: large messages
+                # would otherwise carry a micro-batch far past it before a commit is due
+                per_poll = max(1, int(opts.memory_limit / 4 / self.row_bytes))
+                polled = self.source.consume(min(opts.poll_messages, per_poll, remaining or opts.poll_messages),
                                              max(0.01, min(0.25, deadline - now)))
                 now = time.monotonic()
                 if len(polled):
@@ -227,6 +231,7 @@ class Stream:
             b.batches.append(decoded.batch)
             b.rows += decoded.batch.num_rows
             b.nbytes += decoded.batch.nbytes
+            self.row_bytes = max(1.0, decoded.batch.nbytes / decoded.batch.num_rows)
         b.offsets.update(polled.next_offsets())
         stamps = polled.timestamps[polled.timestamps > 0]
         if len(stamps):
