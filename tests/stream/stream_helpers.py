@@ -37,11 +37,11 @@ CATS = ("red", "green", "blue")
 BAD_KINDS: tuple[tuple[bytes | None, str], ...] = (
     (b"this is not json", "not valid JSON"),
     (b'{"id": "seven", "cat": "red"}', "column id"),  # a string where an int64 belongs
-    (b'{"cat": "green", "v": 1.5}', "required"),  # the required id is missing
+    (b'{"cat": "green", "v": 1.5}', "required column id is missing"),
     (b'{"id": 1, "note": "caf\xe9 \xff"}', "not valid UTF-8"),
     (b"", "empty message"),
     (None, "empty message"),  # a tombstone: no value at all
-    (b'{"id": null, "cat": "blue"}', "required"),
+    (b'{"id": null, "cat": "blue"}', "required column id is null"),
 )
 
 
