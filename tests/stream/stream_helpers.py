@@ -38,17 +38,18 @@ CATS = ("red", "green", "blue")
 BAD_KINDS: tuple[tuple[bytes | None, str], ...] = (
     (b"this is not json", "not valid JSON"),
     (b'{"id": "seven", "cat": "red"}', "column id"),  # a string where an int64 belongs
-    (b'{"cat": "green", "v": 1.5}', "required"),  # the required id is missing
+    (b'{"cat": "green", "v": 1.5}', "required column id is missing"),
     (b'{"id": 1, "note": "caf\xe9 \xff"}', "not valid UTF-8"),
     (b"", "empty message"),
     (None, "empty message"),  # a tombstone: no value at all
-    (b'{"id": null, "cat": "blue"}', "required"),
+    (b'{"id": null, "cat": "blue"}', "required column id is null"),
 )
 
 
 def event(i: int, note_bytes: int = 40) -> bytes:
     """Event ``i`` as JSON (a ``note`` of ``note_bytes`` characters pads it to a chosen size)."""
-    note = (f"n{i}-" * (note_bytes // 4 + 1))[:note_bytes]
+    unit = f"n{i}-"
+    note = (unit * (note_bytes // len(unit) + 1))[:note_bytes]
     return json.dumps({"id": i, "cat": CATS[i % 3], "v": i * 0.25, "note": note}).encode()
 
 
@@ -86,8 +87,9 @@ class Topic:
     def producer(self) -> Any:
         from confluent_kafka import Producer
 
-        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "acks": "all",
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+                         "log_level": 2})  # a broker stopped on purpose: no connection errors on stderr
 
     def on_delivery(self, ident: int | None, value: bytes | None, failed: list[Any]) -> Any:
         """A delivery callback recording where message ``ident`` (None: a bad one) landed."""
@@ -168,7 +170,7 @@ def new_topic(bootstrap: str, prefix: str = "s", partitions: int = PARTITIONS) -
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     for future in admin.create_topics([NewTopic(name, num_partitions=partitions,
                                                 replication_factor=1)]).values():
         future.result(60)
@@ -269,21 +271,60 @@ class Finished:
                 f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-4000:]}")
 
 
-class Colonnade:
-    """``colonnade ARGV`` as a process of the installed console script, its output in files."""
+_started: list[Colonnade] = []
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str | None] | None = None) -> None:
+
+def kill_leftovers() -> None:
+    """SIGKILL and reap the processes a test started and did not wait for (it failed)."""
+    while _started:
+        proc = _started.pop()
+        if proc.finished is None:
+            try:
+                proc.signal(signal.SIGCONT)
+                proc.signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+
+#: Runs a command as its child and writes the child's exit status and peak RSS (``wait4``) to a
+#: file. A process forked from the test process would count the test's own memory in its peak
+#: (Linux keeps the high-water mark of the memory a process had before exec); forked from this
+#: small interpreter (no site packages), it counts a few MB of it.
+_MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}, f)
+"""
+
+
+class Colonnade:
+    """``colonnade ARGV`` as a process of the installed console script, its output in files.
+    With ``measure_rss`` its peak RSS is measured (``Finished.maxrss_kb``) through a small
+    parent process; otherwise ``maxrss_kb`` includes the test process's memory at the fork."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str | None] | None = None,
+                 measure_rss: bool = False) -> None:
         import subprocess
 
         self.argv = argv
         self.started = time.monotonic()
         tag = uuid.uuid4().hex[:8]
         self.out, self.err = cwd / f"{tag}.out", cwd / f"{tag}.err"
+        self.measured = cwd / f"{tag}.rss" if measure_rss else None
+        command = [COLONNADE, *argv]
+        if self.measured is not None:
+            command = [sys.executable, "-S", "-c", _MEASURE, str(self.measured), *command]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = subprocess.Popen([COLONNADE, *argv], stdin=subprocess.DEVNULL, stdout=out,
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=err, cwd=str(cwd), env=child_env(env))
         self.pid = self.proc.pid
         self.finished: Finished | None = None
+        _started.append(self)
 
     def stderr(self) -> str:
         return self.err.read_text(errors="replace")
@@ -291,9 +332,10 @@ class Colonnade:
     def running(self) -> bool:
         if self.finished is not None:
             return False
-        got, _, _ = os.wait4(self.pid, os.WNOHANG)
+        got, status, usage = os.wait4(self.pid, os.WNOHANG)
         if got == 0:
             return True
+        self._reaped(status, usage)
         raise AssertionError(f"colonnade {' '.join(self.argv)} ended early: {self.stderr()[-2000:]}")
 
     def signal(self, sig: int) -> None:
@@ -315,10 +357,18 @@ class Colonnade:
                 raise AssertionError(f"colonnade {' '.join(self.argv)} still ran after {timeout:g} s; "
                                      f"stderr: {self.stderr()[-3000:]}")
             time.sleep(0.02)
+        return self._reaped(status, usage)
+
+    def _reaped(self, status: int, usage: Any) -> Finished:
         code = os.waitstatus_to_exitcode(status)
         self.proc.returncode = code  # reaped here: Popen must not wait for it again
+        maxrss = usage.ru_maxrss
+        if self.measured is not None:
+            assert code == 0, f"the measuring parent failed: {self.stderr()[-2000:]}"
+            child = json.loads(self.measured.read_text())
+            code, maxrss = child["status"], child["maxrss_kb"]
         self.finished = Finished(self.argv, code, self.out.read_text(errors="replace"), self.stderr(),
-                                 time.monotonic() - self.started, usage.ru_maxrss)
+                                 time.monotonic() - self.started, maxrss)
         return self.finished
 
 

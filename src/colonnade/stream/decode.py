@@ -155,11 +155,28 @@ class Decoder:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as exc:
             problem = _reason(str(exc), self.schema)
         if hi - lo == 1:
+            if "required field" in problem:  # pyarrow does not say which
+                problem = self._missing_required(parts[lo]) or problem
             bad.append(BadMessage(int(indexes[lo]), problem or "no record"))
             return
         mid = (lo + hi) // 2
         self._parse_range(parts, indexes, lo, mid, tables, good, bad)
         self._parse_range(parts, indexes, mid, hi, tables, good, bad)
+
+    def _missing_required(self, message: bytes) -> str | None:
+        """Which required column a JSON message lacks or holds null in."""
+        import json
+
+        try:
+            record = json.loads(message)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        for name in self.required:
+            if record.get(name) is None:
+                return f"required column {name} is {'null' if name in record else 'missing'}"
+        return None
 
     def _check_required(self, table: pa.Table, rows: np.ndarray, bad: list[BadMessage]
                         ) -> tuple[pa.Table, np.ndarray]:

@@ -24,7 +24,8 @@ class StreamOptions:
     ``schema`` gives the columns (CSV: in field order); a column whose field is not nullable is
     required. It is needed to create the dataset; an existing dataset's columns are used when it
     is None. ``memory_limit`` bounds the decoded rows buffered between commits (a commit is made
-    early when they pass it) and, a quarter of it, the consumer's prefetch queue.
+    early when they pass it) and, a quarter of it each, the rows of one poll and the consumer's
+    prefetch queue.
     """
 
     topic: str
