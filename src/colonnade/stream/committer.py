@@ -198,7 +198,7 @@ class Committer:
         except CommitConflictError:
             return  # another process compacted them meanwhile
         except StoreError as exc:
-            self.on_problem(f"compaction failed (tried again after a later commit): {exc}")
+            self.on_problem(f"compaction failed (will be tried again): {exc}")
             return
         if result.version is not None:
             self.report.compactions += 1
