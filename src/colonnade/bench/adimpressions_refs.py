@@ -118,7 +118,7 @@ def consume_batches(bootstrap: str, topic: str, count: int, interval: float = MI
                 for m in messages:
                     if m.error() is not None:
                         raise ConsumeError(f"consuming {topic}: {m.error()}")
-                pending.extend(m.value() for m in messages)
+                pending.extend(m.value() or b"" for m in messages)
             elif now - last_message > idle_timeout:
                 raise ConsumeError(f"{topic}: only {got + len(pending):,} of {count:,} events after "
                                    f"{idle_timeout:.0f} s without a message")
