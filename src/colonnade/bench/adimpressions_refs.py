@@ -373,3 +373,65 @@ def run_duckdb(bootstrap: str, topic: str, count: int, path: Path, echo: Callabl
         path.unlink(missing_ok=True)
         Path(str(path) + ".wal").unlink(missing_ok=True)
     return result
+
+
+# -- ground truth ------------------------------------------------------------------------------------
+#: Each query's answer without LIMIT (every group), to check a top 20 whatever its ties.
+_FULL = {
+    "Q1": "SELECT geo, count(*) FROM adImpressions GROUP BY geo",
+    "Q2": "SELECT geo, sum(bid) FROM adImpressions GROUP BY geo",
+    "Q3": "SELECT publisher, sum(bid) FROM adImpressions GROUP BY publisher",
+}
+
+
+@dataclass
+class Truth:
+    """DuckDB's answers over the generated events (the ground truth): the queries as asked and
+    every group's value, plus the count and the sum of ids."""
+
+    events: int
+    id_sum: int
+    answers: dict[str, list[tuple[Any, ...]]]
+    groups: dict[str, dict[str, float]]
+
+
+def truth_of(table: pa.Table) -> Truth:
+    """DuckDB's answers over ``table`` (id, publisher, geo, bid of the events)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("adImpressions", table)
+        count, id_sum = con.execute("SELECT count(*), sum(id) FROM adImpressions").fetchone()  # type: ignore[misc]
+        answers = {q: _answer(con, sql) for q, sql in QUERIES.items()}
+        groups = {q: {str(k): float(v) for k, v in con.execute(sql).fetchall()} for q, sql in _FULL.items()}
+    finally:
+        con.close()
+    return Truth(int(count), int(id_sum or 0), answers, groups)
+
+
+def answer_problems(query: str, answer: list[tuple[Any, ...]], truth: Truth, rel: float = 1e-9) -> list[str]:
+    """How ``answer`` (rows of (value, key)) differs from the truth; empty when it is right.
+
+    Right means: as many rows as the truth's top 20, each key's value equal to that key's value
+    over all the events, and the values in the same order as the truth's (so a tie at the 20th
+    place may be broken either way). Sums of doubles agree to ``rel`` (summation order differs)."""
+    import math
+
+    groups = truth.groups[query]
+    expected = [row[0] for row in truth.answers[query]]
+    problems = []
+    if len(answer) != len(expected):
+        problems.append(f"{query}: {len(answer)} rows, expected {len(expected)}")
+    for value, key in answer:
+        want = groups.get(str(key))
+        if want is None:
+            problems.append(f"{query}: unknown group {key!r}")
+        elif not math.isclose(float(value), want, rel_tol=rel, abs_tol=1e-9):
+            problems.append(f"{query}: {key} = {value}, expected {want}")
+    for got, want in zip((row[0] for row in answer), expected, strict=False):
+        if not math.isclose(float(got), float(want), rel_tol=rel, abs_tol=1e-9):
+            problems.append(f"{query}: values {[r[0] for r in answer][:5]}... are not the top "
+                            f"{len(expected)} {expected[:5]}...")
+            break
+    return problems[:5]
