@@ -22,6 +22,7 @@ ALLOWED = {
     "table": BASE | {"encoding", "schema", "storage", "expressions", "notebook"},
     "query": BASE | {"encoding", "schema", "storage", "expressions", "table", "notebook"},
     "ingest": BASE | {"encoding", "schema", "storage", "expressions", "table"},
+    "stream": BASE | {"encoding", "schema", "storage", "expressions", "table"},
 }
 #: Packages the library never imports (the command line renders what the library reports).
 NEVER_IN_LIBRARY = {"cli"}

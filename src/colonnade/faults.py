@@ -13,6 +13,12 @@ Points (in the order an append reaches them):
 ``after_chunks``       a segment's chunks are written (writer thread)
 ``before_commit``      every segment is stored, the commit record is not (each attempt)
 ``after_commit``       the commit record is written, the caller has not been told
+
+Points of a stream (``colonnade stream``), in the order a micro-batch reaches them:
+
+``after_poll``         a poll's messages are decoded and buffered, nothing written
+``after_rejects``      the micro-batch's bad messages are in the rejects file, nothing committed
+``after_stream_commit`` the micro-batch is committed, the consumer group's offsets are not
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import threading
 from functools import lru_cache
 
 ENV = "COLONNADE_FAULTS"
-POINTS = ("after_segment_row", "after_chunks", "before_commit", "after_commit")
+POINTS = ("after_segment_row", "after_chunks", "before_commit", "after_commit",
+          "after_poll", "after_rejects", "after_stream_commit")
 ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 
 _counts: dict[str, int] = {}

@@ -112,12 +112,12 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from colonnade.cli import bench, cassandra, cleanup, commands, demo, kafka, maintenance
+    from colonnade.cli import bench, cassandra, cleanup, commands, demo, kafka, maintenance, stream
 
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
                     commands.describe, commands.verify, cleanup.expire, cleanup.vacuum, commands.drop,
                     maintenance.compact, maintenance.delete, maintenance.alter,
-                    demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
+                    stream.stream, demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
         cli.add_command(command)
 
 

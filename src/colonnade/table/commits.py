@@ -9,7 +9,8 @@ A commit is a list of actions (the Delta protocol's model, kept small):
   time travel reads each version's own columns);
 * ``set_properties``: dataset properties (retention, ...), merged key by key;
 * ``txn``: ``(app_id, version)`` — an ingest's source identity (``version`` 1) or a stream's
-  position (``kafka:topic:partition`` → next offset); the latest version per app id is kept.
+  position (``kafka:topic:partition`` → the next offset to consume, see :func:`position_id`);
+  the latest version per app id is kept.
 
 Format 2, as stored (JSON)::
 
@@ -191,10 +192,24 @@ class SetProperties:
         return cls(dict(v["properties"]))
 
 
+#: App ids of stream positions start with this; any other app id is a source identity.
+POSITION_PREFIX = "kafka:"
+
+
+def position_id(topic: str, partition: int) -> str:
+    """The app id under which a commit records a stream's next offset in one Kafka partition."""
+    return f"{POSITION_PREFIX}{topic}:{partition}"
+
+
 @dataclass(frozen=True)
 class Txn:
     app_id: str
     version: int
+
+    @property
+    def is_position(self) -> bool:
+        """A stream position (next offset), rather than a source identity."""
+        return self.app_id.startswith(POSITION_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         return {"app_id": self.app_id, "version": self.version}
@@ -247,9 +262,14 @@ class Commit:
 
     @property
     def source(self) -> str | None:
-        """The source identity an ingest recorded (its first txn), if any."""
-        txns = self.txns
-        return txns[0].app_id if txns else None
+        """The source identity an ingest recorded (its first txn that is not a stream
+        position), if any."""
+        return next((t.app_id for t in self.txns if not t.is_position), None)
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """The stream positions this commit recorded (app id → next offset)."""
+        return {t.app_id: t.version for t in self.txns if t.is_position}
 
     @property
     def added(self) -> tuple[SegmentEntry, ...]:
@@ -317,13 +337,21 @@ class Commit:
     @classmethod
     def new(cls, kind: str, added: Iterable[SegmentEntry] = (), removed: Iterable[str] = (),
             source: str | None = None, schema: list[list[str]] | None = None,
-            info: dict[str, Any] | None = None, writer: str | None = None) -> Commit:
+            info: dict[str, Any] | None = None, writer: str | None = None,
+            positions: dict[str, int] | None = None) -> Commit:
         """A commit of operation ``kind``; ``writer`` names who writes it (default: this build
-        of Colonnade, the host and the process)."""
+        of Colonnade, the host and the process); ``positions``: stream positions it records
+        (app id from :func:`position_id` → next offset)."""
         actions: list[Action] = [CommitInfo(str(uuid.uuid4()), kind, time.time(), None,
                                             default_writer() if writer is None else writer, info or {})]
         if source is not None:
+            if source.startswith(POSITION_PREFIX):
+                raise ValueError(f"a source identity can't start with {POSITION_PREFIX!r}: {source}")
             actions.append(Txn(source, 1))
+        for app_id, offset in sorted((positions or {}).items()):
+            if not app_id.startswith(POSITION_PREFIX):
+                raise ValueError(f"a stream position's app id starts with {POSITION_PREFIX!r}: {app_id}")
+            actions.append(Txn(app_id, int(offset)))
         if schema is not None:
             actions.append(SetSchema(schema))
         removed = tuple(removed)

@@ -11,7 +11,10 @@ checked against it (:func:`check_conflicts`):
 * this operation read partitions (overwrite, delete) and a concurrent commit added segments with
   new rows to one of them (its answer was computed without those rows); a compaction adds no
   new rows, so its segments don't count;
-* both change the schema.
+* both change the schema;
+* both record the position of the same stream partition (two stream processes consumed the
+  same Kafka partition, e.g. one that lost it in a rebalance and did not know yet: committing
+  both would store those events twice).
 
 A blind append reads nothing and removes nothing: it never conflicts with an append or a
 compaction. A conflict is :class:`~colonnade.errors.CommitConflictError` naming the dataset, the
@@ -41,6 +44,7 @@ class ReadSet:
     whole_table: bool = False
     changes_schema: bool = False
     schema: tuple[tuple[str, str], ...] | None = None  # the schema as read (None: none recorded)
+    positions: frozenset[str] = frozenset()  # stream positions (app ids) read and advanced
 
     @classmethod
     def blind(cls, read_version: int) -> ReadSet:
@@ -72,6 +76,11 @@ def conflict_reason(mine: ReadSet, operation: str, winner: Commit) -> str | None
             return f"it added rows to {where}, which this {operation} read"
     if mine.changes_schema and winner.schema is not None and schema_key(winner.schema) != mine.schema:
         return f"it changed the schema, which this {operation} changes too"
+    if mine.positions:
+        moved = sorted(set(winner.positions) & mine.positions)
+        if moved:
+            return (f"it advanced stream position {moved[0]} to {winner.positions[moved[0]]}, "
+                    f"which this {operation} advances from where it read it")
     return None
 
 
@@ -81,7 +90,8 @@ def check_conflicts(dataset: str, mine: ReadSet, operation: str, winners: Iterab
     that read or removes anything conflicts too when the commits after the version it read were
     expired meanwhile (they can't be checked)."""
     winners = [w for w in winners if w.version > mine.read_version]
-    blind = not (mine.removes or mine.partitions or mine.whole_table or mine.changes_schema)
+    blind = not (mine.removes or mine.partitions or mine.whole_table or mine.changes_schema
+                 or mine.positions)
     if winners and winners[0].version > mine.read_version + 1 and not blind:
         raise CommitConflictError(dataset, winners[0].version, operation=winners[0].kind,
                                   reason=f"the versions after {mine.read_version}, which this {operation} "

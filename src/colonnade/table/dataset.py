@@ -28,6 +28,7 @@ from colonnade.schema.types import schema_from_json, schema_to_json, type_name
 from colonnade.storage.base import ChunkRef, ChunkStore
 from colonnade.table import log
 from colonnade.table.commits import (
+    POSITION_PREFIX,
     AddSegments,
     Commit,
     RemoveSegments,
@@ -219,6 +220,12 @@ class Dataset:
                        for r in self.store.get_segments(self.name, keys) if r.segment in unlogged)
         return out
 
+    def positions(self, snapshot: Snapshot | None = None) -> dict[str, int]:
+        """The stream positions recorded up to ``snapshot`` (default: the latest version): app
+        id → next offset (see :func:`~colonnade.table.commits.position_id`)."""
+        state = snapshot or self.snapshot()
+        return {app: v for app, (v, _) in state.txns.items() if app.startswith(POSITION_PREFIX)}
+
     def find_source(self, source: str) -> int | None:
         """The version of the commit that recorded source identity ``source``, if any (one
         lookup in the live state's transaction markers)."""
@@ -300,13 +307,20 @@ class Dataset:
     def append(self, data: Any, source: str | None = None, force: bool = False,
                schema_mode: str = "strict", settings: WriteSettings | None = None,
                on_batch: Callable[[pa.RecordBatch], None] | None = None, kind: str = "append",
-               info: dict[str, Any] | None = None) -> AppendResult:
+               info: dict[str, Any] | None = None, positions: dict[str, int] | None = None,
+               read_version: int | None = None) -> AppendResult:
         """Append a table, batch, reader or iterable of batches (files: ``Store.ingest``).
 
         ``source`` is the identity of the input: if a commit with it exists, nothing is appended
         (unless ``force``). Nothing is visible until the final commit record is written. With
         ``schema_mode="merge"`` the data's new columns are added (nullable) by the same commit:
         an append that fails changes nothing, and two concurrent schema changes conflict.
+
+        ``positions`` (a stream's micro-batch) are recorded by the same commit: app id
+        (:func:`~colonnade.table.commits.position_id`) → next offset. The caller read the
+        positions it continues from at ``read_version`` (default: the latest version); a commit
+        made since then that recorded one of the same positions makes the append fail with
+        CommitConflictError (someone else consumed those offsets), nothing committed.
         """
         if isinstance(data, str | Path):
             raise SchemaError(f"append takes Arrow data, not a path ({str(data)!r}): files are read by "
@@ -317,6 +331,11 @@ class Dataset:
             raise SchemaError(f"schema mode must be strict or merge, not {schema_mode!r}")
         batches = as_batches(data)
         first = next(batches, None)
+        if first is None and positions and self.recorded:  # e.g. a micro-batch of bad messages only
+            read = self.snapshot()
+            reads = replace(ReadSet.blind(read.version), positions=frozenset(positions),
+                            read_version=read.version if read_version is None else read_version)
+            return self._commit_entries(Commit.new(kind, info=info, positions=positions), [], 0, reads=reads)
         if first is None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
         spec = self.spec
@@ -326,7 +345,7 @@ class Dataset:
             spec = spec.with_schema(merged)
             if not self.recorded:  # recorded with its first commit, merged schema and all
                 self._spec = spec
-        commit = Commit.new(kind, source=source, info=info,
+        commit = Commit.new(kind, source=source, info=info, positions=positions,
                             schema=schema_to_json(merged) if merged is not None else None)
         writer = SegmentWriter(self.store, spec, commit.id, settings)
         try:
@@ -339,6 +358,9 @@ class Dataset:
             writer.abort()
             raise
         reads = self.reads(read, changes_schema=merged is not None)
+        if positions:
+            reads = replace(reads, positions=frozenset(positions),
+                            read_version=read.version if read_version is None else read_version)
         result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads)
         if merged is not None and result.version is not None:
             self._schema_committed(spec)
@@ -358,7 +380,7 @@ class Dataset:
                         reads: ReadSet | None = None) -> AppendResult:
         rows = sum(e.rows for e in entries)
         removed = tuple(removed)
-        if not entries and not removed and commit.schema is None:
+        if not entries and not removed and commit.schema is None and not commit.positions:
             return AppendResult(None, 0, 0, 0, skipped=True, reason="no rows")
         actions: list[Any] = []
         if removed:

@@ -1,0 +1,187 @@
+"""The Kafka side of a stream: a confluent-kafka consumer in a group, polled in batches.
+
+Offsets are never committed automatically and never read from the group: when the group assigns
+partitions to this consumer, the stream says where each one starts (the positions its dataset's
+log recorded) and the consumer is assigned there. After each micro-batch is committed to the
+log, the same offsets are committed to the group too, asynchronously — only so that Kafka's own
+tools show the group's lag; nothing reads them back.
+
+The consumer's prefetch queue is bounded (``queued.max.messages.kbytes``), so memory stays
+bounded however far behind the stream is. librdkafka reconnects to a broker that went away by
+itself; its errors meanwhile are kept as the source's ``problem`` (shown in the status line),
+cleared by the next message that arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from colonnade.stream.options import StreamError
+
+#: Kafka's "start at the earliest offset still kept" (librdkafka's OFFSET_BEGINNING).
+OFFSET_BEGINNING = -2
+
+
+@dataclass
+class Polled:
+    """A poll's messages (without error events), as parallel columns."""
+
+    payloads: list[bytes | None]
+    partitions: np.ndarray  # int32
+    offsets: np.ndarray  # int64
+    timestamps: np.ndarray  # int64 ms since the epoch (producer's create time or log append time)
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def next_offsets(self) -> dict[int, int]:
+        """Partition → the offset after its last message in this poll."""
+        out: dict[int, int] = {}
+        for p in np.unique(self.partitions):
+            out[int(p)] = int(self.offsets[self.partitions == p].max()) + 1
+        return out
+
+
+class KafkaSource:
+    """A consumer of ``topic`` in group ``group``. ``starts(partitions)`` is asked, on every
+    assignment, for each newly assigned partition's first offset (None: the earliest kept);
+    ``revoked(partitions)`` is told before partitions are taken away (while the stream may
+    still commit what it consumed from them); ``lost(partitions)`` when they were taken away
+    already (the group moved on without this consumer)."""
+
+    def __init__(self, topic: str, bootstrap: str, group: str, prefetch_bytes: int,
+                 starts: Callable[[list[int]], dict[int, int | None]],
+                 revoked: Callable[[list[int]], None], lost: Callable[[list[int]], None],
+                 settings: dict[str, Any] | None = None) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self.problem: str | None = None
+        self.problem_since: float | None = None
+        self._starts, self._revoked, self._lost = starts, revoked, lost
+        self.assigned: set[int] = set()
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": f"colonnade-stream-{os.getpid()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "queued.max.messages.kbytes": max(1024, prefetch_bytes // 1024),
+            "fetch.wait.max.ms": 100,
+            "session.timeout.ms": 10_000,  # a dead member's partitions move within ~10 s
+            "heartbeat.interval.ms": 1_000,
+            "max.poll.interval.ms": 600_000,  # commits wait out an unavailable store
+            "reconnect.backoff.ms": 200,
+            "reconnect.backoff.max.ms": 5_000,
+            "error_cb": self._error,
+        }
+        conf.update(settings or {})
+        try:
+            self.consumer = Consumer(conf)
+        except Exception as exc:  # noqa: BLE001 - librdkafka's configuration errors
+            raise StreamError(f"Kafka consumer for {bootstrap}: {exc}") from None
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+
+    # -- group callbacks (run inside consume())
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        ids = [tp.partition for tp in partitions]
+        starts = self._starts(ids)
+        for tp in partitions:
+            start = starts.get(tp.partition)
+            tp.offset = OFFSET_BEGINNING if start is None else start
+        consumer.assign(partitions)
+        self.assigned = set(ids)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        ids = [tp.partition for tp in partitions]
+        try:
+            self._revoked(ids)
+        finally:
+            consumer.unassign()
+            self.assigned -= set(ids)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        ids = [tp.partition for tp in partitions]
+        self.assigned -= set(ids)
+        self._lost(ids)
+
+    def _error(self, err: Any) -> None:
+        if err.fatal():
+            self.problem = f"fatal Kafka error: {err.str()}"
+        elif self.problem is None:
+            self.problem_since = time.monotonic()
+            self.problem = f"Kafka: {err.str()}"
+        else:
+            self.problem = f"Kafka: {err.str()}"
+
+    # -- consuming
+    def consume(self, max_messages: int, timeout: float) -> Polled:
+        msgs = self.consumer.consume(num_messages=max(1, max_messages), timeout=timeout)
+        if not msgs:
+            return Polled([], np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
+        errors = [m for m in msgs if m.error() is not None]
+        if errors:
+            for m in errors:
+                err = m.error()
+                assert err is not None
+                if err.fatal():
+                    raise StreamError(f"Kafka consumer failed: {err.str()}")
+                self._error(err)
+            msgs = [m for m in msgs if m.error() is None]
+        if msgs and self.problem is not None and not self.problem.startswith("fatal"):
+            self.problem = self.problem_since = None
+        n = len(msgs)
+        return Polled([m.value() for m in msgs],
+                      np.fromiter((m.partition() for m in msgs), np.int32, n),
+                      np.fromiter((m.offset() for m in msgs), np.int64, n),
+                      np.fromiter((m.timestamp()[1] for m in msgs), np.int64, n))
+
+    def seek(self, starts: dict[int, int | None]) -> None:
+        """Consume every assigned partition from ``starts[partition]`` next (None or absent: the
+        earliest kept); what was prefetched from elsewhere is dropped."""
+        from confluent_kafka import TopicPartition
+
+        if self.assigned:
+            offsets = {p: starts.get(p) for p in self.assigned}
+            self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING if o is None else o)
+                                  for p, o in sorted(offsets.items())])
+
+    def commit_group_offsets(self, offsets: dict[int, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in offsets.items()],
+                                 asynchronous=True)
+        except Exception:  # noqa: BLE001 - informative only: the log holds the positions
+            pass
+
+    def lag(self, positions: dict[int, int], timeout: float = 0.5) -> dict[int, int]:
+        """Messages between each assigned partition's position and its end."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        out: dict[int, int] = {}
+        for p in sorted(self.assigned):
+            try:
+                low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                                timeout=timeout, cached=False)
+            except KafkaException:
+                continue
+            out[p] = max(0, high - max(low, positions.get(p, low)))
+        return out
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()  # leaves the group: the others take its partitions at once
+        except Exception:  # noqa: BLE001 - closing a consumer whose broker is gone
+            pass
