@@ -132,11 +132,17 @@ def encode(table: pa.Table) -> list[bytes]:
     return lines
 
 
+_READ = pacsv.ReadOptions(column_names=SCHEMA.names, use_threads=False, block_size=1 << 26)
+_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+_CONVERT = pacsv.ConvertOptions(column_types=SCHEMA, check_utf8=True)
+
+
 def decode(payloads: list[bytes]) -> pa.Table:
-    """Events back from their payloads (the references' decode: one CSV read of all of them)."""
-    data = b"\n".join(payloads)
-    return pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(column_names=SCHEMA.names),
-                          convert_options=pacsv.ConvertOptions(column_types=SCHEMA))
+    """Events back from their payloads, as the stream decodes CSV messages: one
+    ``pyarrow.csv.read_csv`` of them all, joined by newlines, with the stream's options."""
+    data = b"\n".join(payloads) + b"\n"
+    return pacsv.read_csv(pa.BufferReader(data), read_options=_READ, parse_options=_PARSE,
+                          convert_options=_CONVERT)
 
 
 # -- the topic and the producer ----------------------------------------------------------------------

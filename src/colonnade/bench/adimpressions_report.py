@@ -146,7 +146,7 @@ def versions(bootstrap: str, cassandra: str | None) -> dict[str, Any]:
 
     out = machine()
     out.update({"colonnade": colonnade.__version__, "numpy": numpy.__version__,
-                "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+                "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
                 "kafka": _kafka_version(), "kafka_bootstrap": bootstrap})
     try:
         import cassandra as driver

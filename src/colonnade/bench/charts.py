@@ -131,7 +131,8 @@ def write_adimpressions_chart(report: dict[str, Any], path: Path) -> Path:
                        label=f"{r['name']}: {_label(r['events_per_s'], '')}")
     ax.set_title("ingest rate while querying", fontsize=11)
     ax.set_xlabel("seconds since the stream started", fontsize=8)
-    ax.set_ylabel("events/s", fontsize=8)
+    ax.set_ylabel("events/s (log)", fontsize=8)
+    ax.set_yscale("log")
     ax.legend(fontsize=7)
     ax = axes[0][1]
     for q, colour in QUERY_COLOURS.items():
@@ -171,10 +172,10 @@ def write_adimpressions_chart(report: dict[str, Any], path: Path) -> Path:
     width = 0.8 / max(1, len(systems))
     for i, (name, lat) in enumerate(systems):
         values = [float((lat.get(q) or {}).get("p50_s_per_million_events") or 0) for q in QUERY_COLOURS]
-        xs = [float(j + i * width) for j in range(len(QUERY_COLOURS))]
-        ax.bar(xs, values, width=width, label=name,
+        bars = [j + i * width for j in range(len(QUERY_COLOURS))]
+        ax.bar(bars, values, width=width, label=name,
                color=COLOURS["colonnade"] if name == "colonnade" else REFERENCE_COLOURS[name])
-        for x, v in zip(xs, values, strict=True):
+        for x, v in zip(bars, values, strict=True):
             if v:
                 ax.text(x, v * 1.1, f"{v:.3g}", ha="center", fontsize=7)
     ax.set_xticks([j + width * (len(systems) - 1) / 2 for j in range(len(QUERY_COLOURS))], list(QUERY_COLOURS))
