@@ -211,7 +211,7 @@ def _final_checks(uri: str, total: int, truth: refs.Truth) -> tuple[dict[str, An
 
     problems: list[str] = []
     with colonnade.connect(uri) as s:
-        count, id_sum = s.sql(f"SELECT count(*) AS n, sum(id) AS s FROM {DATASET}").to_pylist()[0].values()
+        count, id_sum = s.sql(f"SELECT count(*) AS n, CAST(sum(id) AS BIGINT) AS s FROM {DATASET}").to_pylist()[0].values()
         answers = {q: [tuple(r.values()) for r in s.sql(sql).to_pylist()] for q, sql in refs.QUERIES.items()}
         ds = s.dataset(DATASET)
         segments = len(ds.snapshot().segments)
@@ -262,7 +262,12 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
     kind = parse_store_uri(uri).scheme if "://" in uri else "sqlite"
     topic = f"adimpressions-{uuid.uuid4().hex[:8]}"
     echo(f"topic {topic} ({partitions} partitions) on {bootstrap}; store {parse_store_uri(uri).display}")
-    data.create_topic(bootstrap, topic, partitions)
+    from confluent_kafka import KafkaException
+
+    try:
+        data.create_topic(bootstrap, topic, partitions)
+    except KafkaException as exc:
+        raise BenchError(f"Kafka at {bootstrap}: {exc.args[0] if exc.args else exc}") from None
     problems: list[str] = []
     report: dict[str, Any] = {"benchmark": "adimpressions", "events": events, "seed": seed, "topic": topic,
                               "partitions": partitions, "store": parse_store_uri(uri).display,

@@ -158,7 +158,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 4, timeout: float
     """Create ``topic`` (replication factor 1) and wait until it is there."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin.list_topics(timeout=10)  # no broker: KafkaException (transport failure) within 10 s
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
                                   operation_timeout=timeout)
     futures[topic].result(timeout=timeout)

@@ -63,11 +63,14 @@ def summarise(commits: list[dict[str, Any]], runs: list[QueryRun], events: int, 
         c = next((c for c in commits if c["total"] >= mark), None)
         if c is None:
             continue
-        span = c["at"] - prev_t
+        span, rows = c["at"] - prev_t, c["total"] - prev_rows
+        if span <= 0:  # one commit crossed two marks: the rate of that commit's interval
+            i = commits.index(c)
+            span, rows = c["at"] - (commits[i - 1]["at"] if i else start), c["rows"]
         inside = [r for r in runs if prev_rows < r.rows <= c["total"]]
         checkpoints.append({
             "label": _label(mark), "events": mark, "visible": c["total"], "at_s": c["at"],
-            "version": c["version"], "ingest_events_per_s": (c["total"] - prev_rows) / span if span > 0 else None,
+            "version": c["version"], "ingest_events_per_s": rows / span if span > 0 else None,
             "queries": latency_summary(inside),
             "freshness": _fresh([x for x in commits if prev_rows < x["total"] <= c["total"]]),
             "segments": segments_at.get(c["version"])})
