@@ -6,7 +6,8 @@ runs the study's three queries in a loop through Colonnade's SQL, each pinned to
 visible when it started (its latency is recorded with that version's row count).
 
 1. **main phase**: a producer process sends ``events`` events at full speed into a fresh
-   4-partition topic. At a third, two thirds and all of them (10M, 20M, 30M by default) the
+   4-partition topic (with ``preload``, it fills the topic before the stream starts: the ingest
+   is then measured without a producer competing for the CPU, as the ceiling is). At a third, two thirds and all of them (10M, 20M, 30M by default) the
    report gives the ingest rate over that third, the queries' p50/p95 latencies over the queries
    started in it, freshness and the live segments.
 2. **freshness phase**: once the stream has caught up, a producer sends events at ``rate``
@@ -203,7 +204,8 @@ def _stream_options(bootstrap: str, topic: str, commit_interval: float) -> Any:
 
     return StreamOptions(topic=topic, bootstrap=bootstrap, group=None, format="csv", schema=data.SCHEMA,
                          partition_by=None, sort_by=(), commit_interval=commit_interval,
-                         on_error="strict", rejects=None, max_events=None, stop_when_idle=None)
+                         on_error="strict", rejects=None, max_events=None, stop_when_idle=None,
+                         consumer=dict(refs.TUNED_CONSUMER))
 
 
 def _final_checks(uri: str, total: int, truth: refs.Truth) -> tuple[dict[str, Any], list[str]]:
@@ -249,7 +251,7 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
          cassandra: str | None = None, rate: float | None = None,
          freshness_seconds: float = FRESHNESS_SECONDS, commit_interval: float = COMMIT_INTERVAL,
          references: tuple[str, ...] = ("ceiling", "cassandra", "duckdb"), seed: int = 42,
-         partitions: int = 4, keep_topic: bool = False,
+         partitions: int = 4, keep_topic: bool = False, preload: bool = False,
          echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the benchmark; returns the report (also written to ``out``)."""
     import colonnade
@@ -271,28 +273,43 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
     problems: list[str] = []
     report: dict[str, Any] = {"benchmark": "adimpressions", "events": events, "seed": seed, "topic": topic,
                               "partitions": partitions, "store": parse_store_uri(uri).display,
+                              "preload": preload,
                               "store_kind": kind, "commit_interval": commit_interval,
                               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "producer_settings": data.PRODUCER_CONFIG}
+                              "producer_settings": data.PRODUCER_CONFIG,
+                              "stream_consumer_settings": refs.TUNED_CONSUMER}
     try:
         with colonnade.connect(uri) as st:
             if DATASET in st:
                 st.drop_dataset(DATASET)
+            producers: list[dict[str, Any]] = []
+            if preload:
+                echo(f"preloading the topic with {events:,} events (the stream not started yet)")
+                first = _Producer(bootstrap, topic, events, seed, 0, None, echo)
+                try:
+                    producers.append({"phase": "preload", **first.result()})
+                finally:
+                    first.kill()
             rec = Recorder(t0=time.time())
             stream = _StreamThread(st, _stream_options(bootstrap, topic, commit_interval), rec)
             loop, reader = _colonnade_queries(uri, rec.t0)
-            producers: list[dict[str, Any]] = []
             cpu0 = time.process_time()
             try:
                 with loop:
-                    echo(f"main phase: {events:,} events at full speed, queries looping")
                     start = time.time() - rec.t0
-                    producer = _Producer(bootstrap, topic, events, seed, 0, None, echo)
+                    producer = None
+                    if preload:
+                        echo(f"main phase: the stream ingests the {events:,} preloaded events, queries looping")
+                    else:
+                        echo(f"main phase: {events:,} events at full speed, queries looping")
+                        producer = _Producer(bootstrap, topic, events, seed, 0, None, echo)
                     try:
                         _wait_for(rec, events, stream, producer, loop, echo)
-                        producers.append({"phase": "main", **producer.result()})
+                        if producer is not None:
+                            producers.append({"phase": "main", **producer.result()})
                     finally:
-                        producer.kill()
+                        if producer is not None:
+                            producer.kill()
                     main_end = time.time() - rec.t0
                     sustained = events / (main_end - start)
                     extra = 0

@@ -39,12 +39,18 @@ QUERIES = {
     "Q2": "SELECT sum(bid) AS max_bid, geo FROM adImpressions GROUP BY geo ORDER BY max_bid DESC LIMIT 20",
     "Q3": "SELECT sum(bid) AS max_bid, publisher FROM adImpressions GROUP BY publisher ORDER BY max_bid DESC LIMIT 20",
 }
+#: Consumer settings the bench gives the stream (``StreamOptions.consumer``): fetches of up to
+#: 10 MiB per partition instead of librdkafka's 1 MiB (measured on one local broker: consuming
+#: alone, 190k messages/s with the default, waiting on fetches; 490k/s with 10 MiB).
+TUNED_CONSUMER: dict[str, Any] = {"max.partition.fetch.bytes": 10_485_760}
 #: Consumer settings of every reference: the stream's (colonnade.stream.kafka_source with the
 #: default memory limit: a 64 MiB prefetch queue, fetches waiting up to 100 ms, no offsets
-#: committed automatically), polled 20,000 messages at a time as the stream polls.
+#: committed automatically) plus TUNED_CONSUMER, polled 20,000 messages at a time as the stream
+#: polls.
 CONSUMER_CONFIG: dict[str, Any] = {
     "enable.auto.commit": False, "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
     "enable.partition.eof": False, "queued.max.messages.kbytes": 65_536, "fetch.wait.max.ms": 100,
+    **TUNED_CONSUMER,
 }
 POLL_MESSAGES = 20_000
 MICRO_BATCH_S = 1.0

@@ -212,7 +212,9 @@ def markdown(report: dict[str, Any]) -> str:
     col = report["colonnade"]
     m = report.get("machine", {})
     lines = [f"# Ad impressions: streaming ingest with concurrent queries ({report['store_kind']})", "",
-             f"{report['events']:,} events at full speed into a {report['partitions']}-partition Kafka topic, "
+             f"{report['events']:,} events "
+             + ("produced first (preloaded) into " if report.get("preload") else "at full speed into ")
+             + f"a {report['partitions']}-partition Kafka topic, "
              f"ingested by `colonnade.stream` (commit interval {report['commit_interval']:g} s) into "
              f"`{report['store']}` while Q1–Q3 loop on Colonnade's SQL; then "
              f"{report['total_events'] - report['events']:,} more at {report.get('freshness_rate') or 0:,.0f}/s "
@@ -231,8 +233,9 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append(f"| then at {report.get('freshness_rate') or 0:,.0f}/s | - | " + " | ".join(cells)
                  + f" | {_s(fp['freshness']['p50_s'])} / {_s(fp['freshness']['p95_s'])} "
                    f"| {report['final']['segments']} |")
-    lines += ["", f"Sustained ingest over the main phase: **{_r(col['sustained_events_per_s'])}** (producer start to "
-              f"the commit that made the last event visible). Producer: "
+    lines += ["", f"Sustained ingest over the main phase: **{_r(col['sustained_events_per_s'])}** ("
+              + ("stream start" if report.get("preload") else "producer start")
+              + " to the commit that made the last event visible). Producer: "
               + "; ".join(f"{p['phase']} {p['events']:,} events at {_r(p['events_per_s'])}" for p in report["produced"])
               + ".", "",
               "Freshness of a commit = the time it became visible minus the Kafka timestamp (CreateTime, set "
@@ -271,7 +274,9 @@ def markdown(report: dict[str, Any]) -> str:
                 lines.append(f"- {key} {k}: {v}")
     lines += [f"- consumer (every reference): {report['references'].get('ceiling', {}).get('settings', {}).get('consumer', '-')}"
               if report.get("references") else "- no references",
-              f"- producer: {report['producer_settings']}", "", "## Ratios", ""]
+              f"- producer: {report['producer_settings']}",
+              f"- the stream: commit interval {report['commit_interval']:g} s, on_error strict, no partitioning or "
+              f"sort key, consumer settings added: {report.get('stream_consumer_settings')}", "", "## Ratios", ""]
     for k, v in ratios(report).items():
         lines.append(f"- {k.replace('_', ' ')}: {_x(v)}")
     lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]

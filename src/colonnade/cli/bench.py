@@ -142,10 +142,14 @@ def metadata(settings: Settings, rows: int, store_uri: str | None, out: Path, re
               help="References to run (ceiling, cassandra, duckdb; empty: none).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the generated events.")
 @click.option("--keep-topic", is_flag=True, help="Keep the run's Kafka topic (deleted by default).")
+@click.option("--preload", is_flag=True,
+              help="Fill the topic before the stream starts (ingest measured without the producer "
+                   "competing for the CPU) instead of producing while it runs.")
 @pass_settings
 def adimpressions(settings: Settings, events: int, store_uri: str | None, out: Path, bootstrap: str,
                   reference_events: int, cassandra: str | None, rate: float | None, freshness_seconds: float,
-                  commit_interval: float, references: str, seed: int, keep_topic: bool) -> None:
+                  commit_interval: float, references: str, seed: int, keep_topic: bool,
+                  preload: bool) -> None:
     """The ad impressions streaming study: Kafka ingest with Q1-Q3 running, against a consume+decode
     ceiling, Cassandra one row per event and DuckDB micro-batch appends."""
     from colonnade.bench import adimpressions as study
@@ -158,4 +162,4 @@ def adimpressions(settings: Settings, events: int, store_uri: str | None, out: P
     study.main(events=events, store=store, out=out, bootstrap=bootstrap, reference_events=reference_events,
                cassandra=cassandra, rate=rate, freshness_seconds=freshness_seconds,
                commit_interval=commit_interval, references=wanted, seed=seed, keep_topic=keep_topic,
-               echo=lambda line: click.echo(line, err=True))
+               preload=preload, echo=lambda line: click.echo(line, err=True))
