@@ -175,6 +175,7 @@ def test_bench_on_the_embedded_store(kafka_bootstrap: str, tmp_path: Path) -> No
     assert "main phase" in run.stderr and "Traceback" not in run.stderr
     report = json.loads((out / "adimpressions-sqlite.json").read_text())
     _check_report(report, out, "sqlite")
+    assert report["preload"] is False and report["produced"][0]["phase"] == "main"
     assert "cassandra" not in report["references"]
 
 
@@ -185,12 +186,14 @@ def test_bench_on_cassandra_with_the_row_per_event_reference(kafka_bootstrap: st
     keyspace = f"t_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "out"
     try:
-        run = _bench(out, "--bootstrap", kafka_bootstrap, "--store", f"cassandra://{cassandra_node}/{keyspace}")
+        run = _bench(out, "--bootstrap", kafka_bootstrap, "--store", f"cassandra://{cassandra_node}/{keyspace}",
+                     "--preload")
     finally:
         cassandra_admin.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((out / "adimpressions-cassandra.json").read_text())
     _check_report(report, out, "cassandra")
+    assert report["preload"] is True and report["produced"][0]["phase"] == "preload"
     check = report["reference_checks"]["cassandra"]
     assert check["events"] == 2000 and check["distinct_ids"] == 2000 and check["answers_match"] is True
     assert report["references"]["cassandra"]["events_per_s"] > 0
@@ -203,3 +206,10 @@ def test_bench_with_no_broker_is_one_line_error(tmp_path: Path) -> None:
     assert run.returncode != 0
     assert run.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in run.stderr
+
+
+def test_unknown_reference_is_a_usage_error(tmp_path: Path) -> None:
+    run = subprocess.run([COLONNADE, "bench", "adimpressions", "--references", "ceiling,spark",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "unknown reference(s) spark" in run.stderr and "Traceback" not in run.stderr

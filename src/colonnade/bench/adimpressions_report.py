@@ -47,7 +47,7 @@ def _fresh(commits: list[dict[str, Any]]) -> dict[str, Any]:
 def _label(n: float) -> str:
     for unit, div in (("M", 1e6), ("k", 1e3)):
         if n >= div:
-            return f"{n / div:g}{unit}"
+            return f"{n / div:.3g}{unit}"
     return f"{n:g}"
 
 
