@@ -240,7 +240,9 @@ def markdown(report: dict[str, Any]) -> str:
               + ".", "",
               "Freshness of a commit = the time it became visible minus the Kafka timestamp (CreateTime, set "
               "when the event was produced) of the oldest event in it; percentiles over commits. In the main "
-              "phase it includes the backlog whenever the producer is faster than the ingest.", ""]
+              + ("phase it is the time since the event was preloaded (meaningless as freshness); the "
+                 "rate-limited phase is the measure." if report.get("preload") else
+                 "phase it includes the backlog whenever the producer is faster than the ingest."), ""]
     f = report["final"]
     lines += ["## Checks", "",
               f"- count {f['count']:,} (produced {f['expected_count']:,}), sum(id) {f['id_sum']} "
