@@ -97,3 +97,96 @@ def write_charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+# -- ad impressions ----------------------------------------------------------------------------------
+QUERY_COLOURS = {"Q1": "#1f77b4", "Q2": "#2ca02c", "Q3": "#d62728"}
+REFERENCE_COLOURS = {"ceiling": "#7f7f7f", "duckdb": "#9467bd", "cassandra": "#ff7f0e"}
+
+
+def write_adimpressions_chart(report: dict[str, Any], path: Path) -> Path:
+    """One PNG of an ad impressions report, four panels: Colonnade's ingest rate over time (5-s
+    windows, the references' mean rates as dashed lines), each query's latency over time,
+    freshness per commit over time (checkpoints marked in all three), and each query's p50 time
+    per million events scanned for Colonnade and the references (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    col = report["colonnade"]
+    refs = {k: v for k, v in (report.get("references") or {}).items() if "skipped" not in v}
+    fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), constrained_layout=True)
+    ax = axes[0][0]
+    timeline = dict(col.get("ingest_timeline") or [])
+    if timeline:
+        end = max(timeline)
+        xs = list(range(0, end + 1))
+        per_s = [timeline.get(x, 0) for x in xs]
+        smooth = [sum(per_s[max(0, i - 4):i + 1]) / len(per_s[max(0, i - 4):i + 1]) for i in range(len(per_s))]
+        ax.plot(xs, smooth, color=COLOURS["colonnade"], label="colonnade (5-s mean)")
+    for key, r in refs.items():
+        if r.get("events_per_s"):
+            ax.axhline(r["events_per_s"], ls="--", color=REFERENCE_COLOURS.get(key, "#333333"),
+                       label=f"{r['name']}: {_label(r['events_per_s'], '')}")
+    ax.set_title("ingest rate while querying", fontsize=11)
+    ax.set_xlabel("seconds since the stream started", fontsize=8)
+    ax.set_ylabel("events/s (log)", fontsize=8)
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    ax = axes[0][1]
+    for q, colour in QUERY_COLOURS.items():
+        runs = [r for r in report.get("queries", []) if r["query"] == q]
+        ax.scatter([r["started"] for r in runs], [r["seconds"] for r in runs], s=6, color=colour, label=q)
+    ax.set_title("query latency while ingesting (colonnade)", fontsize=11)
+    ax.set_xlabel("seconds since the stream started (query start)", fontsize=8)
+    ax.set_ylabel("seconds", fontsize=8)
+    ax.legend(fontsize=7)
+    ax = axes[1][0]
+    commits = [c for c in report.get("commits", []) if c.get("freshness_s") is not None]
+    main = [c for c in commits if c["total"] <= report["events"]]
+    after = [c for c in commits if c["total"] > report["events"]]
+    ax.scatter([c["at"] for c in main], [c["freshness_s"] for c in main], s=6, color="#8c564b",
+               label="main phase (full speed: includes the backlog)")
+    ax.scatter([c["at"] for c in after], [c["freshness_s"] for c in after], s=6, color="#17becf",
+               label=f"at {report.get('freshness_rate') or 0:,.0f} events/s")
+    ax.set_title("freshness per commit (visible − oldest event's Kafka timestamp)", fontsize=11)
+    ax.set_xlabel("seconds since the stream started", fontsize=8)
+    ax.set_ylabel("seconds", fontsize=8)
+    if commits:
+        ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    for a in (axes[0][0], axes[0][1], axes[1][0]):
+        for c in col.get("checkpoints", []):
+            a.axvline(c["at_s"], color="#bbbbbb", lw=0.8)
+            a.text(c["at_s"], 1.0, c["label"], fontsize=7, transform=a.get_xaxis_transform(), ha="center",
+                   va="bottom")
+    ax = axes[1][1]
+    systems = [("colonnade", col.get("queries_main") or {})]
+    from colonnade.bench.adimpressions_refs import QueryRun
+    from colonnade.bench.adimpressions_report import latency_summary
+
+    for key in ("duckdb", "cassandra"):
+        if key in refs:
+            systems.append((key, latency_summary([QueryRun(**q) for q in refs[key].get("queries", [])])))
+    width = 0.8 / max(1, len(systems))
+    for i, (name, lat) in enumerate(systems):
+        values = [float((lat.get(q) or {}).get("p50_s_per_million_events") or 0) for q in QUERY_COLOURS]
+        bars = [j + i * width for j in range(len(QUERY_COLOURS))]
+        ax.bar(bars, values, width=width, label=name,
+               color=COLOURS["colonnade"] if name == "colonnade" else REFERENCE_COLOURS[name])
+        for x, v in zip(bars, values, strict=True):
+            if v:
+                ax.text(x, v * 1.1, f"{v:.3g}", ha="center", fontsize=7)
+    ax.set_xticks([j + width * (len(systems) - 1) / 2 for j in range(len(QUERY_COLOURS))], list(QUERY_COLOURS))
+    ax.set_yscale("log")
+    ax.set_title("query p50 per million events scanned, while ingesting", fontsize=11)
+    ax.set_ylabel("seconds per million events (log)", fontsize=8)
+    ax.legend(fontsize=7)
+    machine = report.get("machine") or {}
+    fig.suptitle(f"Ad impressions: {report['events']:,} events via Kafka into {report.get('store', '')} — "
+                 f"{machine.get('cpus', '?')} CPUs, {machine.get('cpu', '')}", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -114,3 +114,52 @@ def metadata(settings: Settings, rows: int, store_uri: str | None, out: Path, re
 
     store = store_uri or (settings.store if settings.store_given else None)
     study.main(rows=rows, out=out, store=store, repeats=repeats)
+
+
+@bench.command("adimpressions")
+@click.option("--events", type=click.IntRange(min=3), default=30_000_000, show_default=True, metavar="N",
+              help="Ad impressions produced at full speed; figures are reported at N/3, 2N/3 and N.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to ingest into (default: the group's --store if given, else a scratch "
+                   "SQLite store in --out).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True,
+              help="Where adimpressions-<store kind>.json, .md and .png go.")
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT",
+              help="Kafka bootstrap servers.")
+@click.option("--reference-events", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              metavar="M", help="Events written one row each into Cassandra by the lambda-stack reference.")
+@click.option("--cassandra", metavar="HOST:PORT",
+              help="Cassandra node of the row-per-event reference (default: the store's node, else "
+                   "127.0.0.1:9042 if reachable; skipped otherwise).")
+@click.option("--rate", type=click.FloatRange(min=1), metavar="R",
+              help="Events/s of the freshness phase (default: half the sustained ingest rate, at most 50,000).")
+@click.option("--freshness-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              metavar="S", help="Length of the rate-limited freshness phase (0: none).")
+@click.option("--commit-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              metavar="S", help="The stream's commit interval.")
+@click.option("--references", default="ceiling,cassandra,duckdb", show_default=True, metavar="R,..",
+              help="References to run (ceiling, cassandra, duckdb; empty: none).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the generated events.")
+@click.option("--keep-topic", is_flag=True, help="Keep the run's Kafka topic (deleted by default).")
+@click.option("--preload", is_flag=True,
+              help="Fill the topic before the stream starts (ingest measured without the producer "
+                   "competing for the CPU) instead of producing while it runs.")
+@pass_settings
+def adimpressions(settings: Settings, events: int, store_uri: str | None, out: Path, bootstrap: str,
+                  reference_events: int, cassandra: str | None, rate: float | None, freshness_seconds: float,
+                  commit_interval: float, references: str, seed: int, keep_topic: bool,
+                  preload: bool) -> None:
+    """The ad impressions streaming study: Kafka ingest with Q1-Q3 running, against a consume+decode
+    ceiling, Cassandra one row per event and DuckDB micro-batch appends."""
+    from colonnade.bench import adimpressions as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    wanted = tuple(s.strip() for s in references.split(",") if s.strip())
+    unknown = set(wanted) - {"ceiling", "cassandra", "duckdb"}
+    if unknown:
+        raise click.BadParameter(f"unknown reference(s) {', '.join(sorted(unknown))}", param_hint="--references")
+    study.main(events=events, store=store, out=out, bootstrap=bootstrap, reference_events=reference_events,
+               cassandra=cassandra, rate=rate, freshness_seconds=freshness_seconds,
+               commit_interval=commit_interval, references=wanted, seed=seed, keep_topic=keep_topic,
+               preload=preload, echo=lambda line: click.echo(line, err=True))
