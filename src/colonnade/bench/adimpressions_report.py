@@ -278,7 +278,10 @@ def markdown(report: dict[str, Any]) -> str:
               if report.get("references") else "- no references",
               f"- producer: {report['producer_settings']}",
               f"- the stream: commit interval {report['commit_interval']:g} s, on_error strict, no partitioning or "
-              f"sort key, consumer settings added: {report.get('stream_consumer_settings')}", "", "## Ratios", ""]
+              f"sort key, consumer settings added: {report.get('stream_consumer_settings')}",
+              f"- Colonnade's queries: a store object of their own with a decoded-chunk cache of "
+              f"{report.get('query_cache_mb', 0):,} MiB (`colonnade.connect(uri, cache_mb=...)`)",
+              "", "## Ratios", ""]
     for k, v in ratios(report).items():
         lines.append(f"- {k.replace('_', ' ')}: {_x(v)}")
     lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]

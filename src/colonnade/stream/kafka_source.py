@@ -197,17 +197,20 @@ class KafkaSource:
             pass
 
     def lag(self, positions: dict[int, int], timeout: float = 0.5) -> dict[int, int]:
-        """Messages between each assigned partition's position and its end."""
+        """Messages between each assigned partition's position and its end, as the last fetch
+        response said (no request: asking the broker would wait behind the fetches)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         out: dict[int, int] = {}
         for p in sorted(self.assigned):
             try:
                 low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                                timeout=timeout, cached=False)
+                                                                timeout=timeout, cached=True)
             except KafkaException:
                 continue
-            out[p] = max(0, high - max(low, positions.get(p, low)))
+            if high < 0:  # nothing fetched from it yet
+                continue
+            out[p] = max(0, high - max(low, positions.get(p, 0)))
         return out
 
     def close(self) -> None:
