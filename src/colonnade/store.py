@@ -121,6 +121,7 @@ class Store:
             if differences:
                 raise SchemaError(f"dataset {name!r} exists with {'; '.join(differences)}") from None
             return existing
+        ds.recorded = True  # it is: its commits need not record it again
         return ds
 
     def new_dataset(self, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
