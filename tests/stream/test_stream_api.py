@@ -101,11 +101,11 @@ def test_a_commit_that_advances_a_position_someone_else_advanced_since_it_read_c
     ds = store.create_dataset("ev", SCHEMA.remove(0).insert(0, pa.field("id", pa.int64())))
     rows = pa.table({"id": [1], "geo": ["a"], "bid": [1.0]})
     base = ds.snapshot().version
-    ds.append(rows, positions={"kafka:t:0": 10, "kafka:t:1": 7}, read_version=base)
-    with pytest.raises(CommitConflictError, match="kafka:t:1"):  # a zombie that read at `base`
-        ds.append(rows, positions={"kafka:t:1": 9}, read_version=base)
-    ds.append(rows, positions={"kafka:t:2": 3}, read_version=base)  # another partition: fine
-    assert ds.positions() == {"kafka:t:0": 10, "kafka:t:1": 7, "kafka:t:2": 3}
+    ds.append(rows, positions={"position:kafka:t:0": 10, "position:kafka:t:1": 7}, read_version=base)
+    with pytest.raises(CommitConflictError, match="position:kafka:t:1"):  # a zombie that read at `base`
+        ds.append(rows, positions={"position:kafka:t:1": 9}, read_version=base)
+    ds.append(rows, positions={"position:kafka:t:2": 3}, read_version=base)  # another partition: fine
+    assert ds.positions() == {"position:kafka:t:0": 10, "position:kafka:t:1": 7, "position:kafka:t:2": 3}
     assert ds.snapshot().rows == 2
     # positions are no source identity: an ingest of a source is still skipped once, not more
     assert ds.append(rows, source="file:x").version is not None

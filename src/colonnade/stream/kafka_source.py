@@ -197,15 +197,14 @@ class KafkaSource:
             pass
 
     def lag(self, positions: dict[int, int], timeout: float = 0.5) -> dict[int, int]:
-        """Messages between each assigned partition's position and its end, as the last fetch
-        response said (no request: asking the broker would wait behind the fetches)."""
+        """Messages between each assigned partition's position and its end."""
         from confluent_kafka import KafkaException, TopicPartition
 
         out: dict[int, int] = {}
         for p in sorted(self.assigned):
             try:
                 low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                                timeout=timeout, cached=True)
+                                                                timeout=timeout, cached=False)
             except KafkaException:
                 continue
             if high < 0:  # nothing fetched from it yet

@@ -2,7 +2,7 @@
 
 Every commit interval the rows decoded since the last commit are appended in one commit that
 also records, as transaction markers, the next offset of every Kafka partition they came from
-(``kafka:<topic>:<partition>``, see :func:`~colonnade.table.commits.position_id`). The log is
+(``position:kafka:<topic>:<partition>``, see :func:`~colonnade.table.commits.position_id`). The log is
 the only record of where the stream is: on start and on every partition assignment the stream
 seeks each partition to the position its dataset's log recorded (the earliest kept offset if
 none), whatever the consumer group's offsets say. A crash loses only what was not committed,

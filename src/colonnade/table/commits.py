@@ -9,7 +9,8 @@ A commit is a list of actions (the Delta protocol's model, kept small):
   time travel reads each version's own columns);
 * ``set_properties``: dataset properties (retention, ...), merged key by key;
 * ``txn``: ``(app_id, version)`` — an ingest's source identity (``version`` 1) or a stream's
-  position (``kafka:topic:partition`` → the next offset to consume, see :func:`position_id`);
+  position (``position:kafka:topic:partition`` → the next offset to consume, see
+  :func:`position_id`);
   the latest version per app id is kept.
 
 Format 2, as stored (JSON)::
@@ -192,8 +193,9 @@ class SetProperties:
         return cls(dict(v["properties"]))
 
 
-#: App ids of stream positions start with this; any other app id is a source identity.
-POSITION_PREFIX = "kafka:"
+#: App ids of stream positions start with this (a source identity given by a user may not);
+#: any other app id is a source identity.
+POSITION_PREFIX = "position:kafka:"
 
 
 def position_id(topic: str, partition: int) -> str:
