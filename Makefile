@@ -11,6 +11,10 @@ RUN := $(UV) run --frozen
 CASSANDRA_DIR ?= $(HOME)/.cache/colonnade/cassandra
 KAFKA_DIR ?= $(HOME)/.cache/colonnade/kafka
 KAFKA_PORT ?= 9092
+# `make test` runs its own node and broker in directories it empties first: a test run never
+# depends on (or waits for) what a development node or earlier runs left behind.
+TEST_CASSANDRA_DIR ?= $(HOME)/.cache/colonnade/test-cassandra
+TEST_KAFKA_DIR ?= $(HOME)/.cache/colonnade/test-kafka
 PYTEST_ARGS ?=
 
 .PHONY: help setup demo test test-unit test-cluster lint bench bench-cassandra cassandra-start cassandra-stop kafka-start kafka-stop clean
@@ -25,13 +29,15 @@ setup: ## Install uv from PyPI (if missing) and the locked dependencies into .ve
 demo: setup ## Generate 1M GDELT-shaped rows, ingest them into ./colonnade.db, run the study's queries
 	@$(RUN) colonnade demo
 
-test: setup ## Run every test (3-node cluster test included): starts a local Cassandra node and Kafka broker (`colonnade cassandra|kafka start`), stops them after
-	@$(RUN) colonnade cassandra start --dir $(CASSANDRA_DIR)
-	@$(RUN) colonnade kafka start --dir $(KAFKA_DIR) --port $(KAFKA_PORT) || { $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit 1; }
+test: setup ## Run every test (3-node cluster test included): starts a fresh local Cassandra node and Kafka broker (`colonnade cassandra|kafka start`), stops them after
+	@$(RUN) colonnade kafka stop --dir $(TEST_KAFKA_DIR) >/dev/null; $(RUN) colonnade cassandra stop --dir $(TEST_CASSANDRA_DIR) >/dev/null
+	@rm -rf $(TEST_CASSANDRA_DIR) $(TEST_KAFKA_DIR)
+	@$(RUN) colonnade cassandra start --dir $(TEST_CASSANDRA_DIR)
+	@$(RUN) colonnade kafka start --dir $(TEST_KAFKA_DIR) --port $(KAFKA_PORT) || { $(RUN) colonnade cassandra stop --dir $(TEST_CASSANDRA_DIR); exit 1; }
 	@status=0; COLONNADE_TEST_CASSANDRA=127.0.0.1:9042 COLONNADE_TEST_CASSANDRA_LOCAL=1 COLONNADE_TEST_KAFKA=127.0.0.1:$(KAFKA_PORT) \
 	  $(RUN) pytest $(PYTEST_ARGS) || status=$$?; \
-	  $(RUN) colonnade kafka stop --dir $(KAFKA_DIR); \
-	  $(RUN) colonnade cassandra stop --dir $(CASSANDRA_DIR); exit $$status
+	  $(RUN) colonnade kafka stop --dir $(TEST_KAFKA_DIR); \
+	  $(RUN) colonnade cassandra stop --dir $(TEST_CASSANDRA_DIR); exit $$status
 
 test-unit: setup ## Run the tests that need no Cassandra and no Kafka
 	@$(RUN) pytest -m "not cassandra and not cluster and not kafka" $(PYTEST_ARGS)

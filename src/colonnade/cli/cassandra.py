@@ -57,13 +57,16 @@ def cassandra() -> None:
 @_cluster_options
 @click.option("--heap", metavar="SIZE", help="JVM heap per node, e.g. 1G (default 1G).")
 @click.option("--node", type=click.IntRange(min=1), metavar="I", help="Start only node I.")
-def start(directory: Path | None, nodes: int | None, heap: str | None, node: int | None) -> None:
+@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="How long to wait for each node to answer CQL (default 180).")
+def start(directory: Path | None, nodes: int | None, heap: str | None, node: int | None,
+          timeout: float | None) -> None:
     """Start the nodes (downloading Cassandra with mvn on first use) and wait until they answer."""
     _require_java()
     cluster = _cluster(directory, nodes, heap)
     for i in [node] if node is not None else range(1, cluster.nodes + 1):
         note(f"starting node{i} on {cluster.address(i)} ...")
-        cluster.start_node(i)
+        cluster.start_node(i, timeout=timeout)
         click.echo(f"node{i} up: {cluster.address(i)}:9042")
 
 

@@ -421,9 +421,16 @@ request_timeout: 20000ms
             if pid is None:
                 raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
             time.sleep(1.0)
+        pid, _ = self._state(node)
+        still = (
+            f"; it is still starting (pid {pid}) and will answer when done: `colonnade cassandra "
+            f"status` shows when, `colonnade cassandra stop` stops it"
+            if pid is not None
+            else ""
+        )
         raise ClusterError(
             f"node{node} did not answer CQL on {self.address(node)}:{CQL_PORT} "
-            f"within {timeout:.0f}s:\n{self._failure_log(node)}"
+            f"within {timeout:.0f}s{still}:\n{self._failure_log(node)}"
         )
 
     def _failure_log(self, node: int) -> str:
