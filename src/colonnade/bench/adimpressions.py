@@ -1,8 +1,9 @@
 """``colonnade bench adimpressions``: the SnappyData/MemSQL/Cassandra streaming study, reproduced.
 
 A Kafka stream of ad impressions (:mod:`colonnade.bench.adimpressions_data`) is ingested by
-Colonnade's stream (:mod:`colonnade.stream`, in a thread of this process) while a second thread
-runs the study's three queries in a loop through Colonnade's SQL, each pinned to the version
+Colonnade's stream (:mod:`colonnade.stream`) in a process of its own, as ``colonnade stream``
+runs (:mod:`colonnade.bench.adimpressions_stream`), while a thread of this process runs the
+study's three queries in a loop through Colonnade's SQL, each pinned to the version
 visible when it started (its latency is recorded with that version's row count).
 
 1. **main phase**: a producer process sends ``events`` events at full speed into a fresh
@@ -40,6 +41,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from colonnade.bench import adimpressions_data as data
@@ -126,7 +128,7 @@ class _Producer:
             self.proc.wait()
 
 
-def _wait_for(rec: Recorder, target: int, stream: _StreamThread, producer: _Producer | None,
+def _wait_for(rec: Recorder, target: int, stream: _StreamProcess, producer: _Producer | None,
               loop: refs._QueryLoop, echo: Callable[[str], None]) -> None:
     """Until the stream made ``target`` events visible; fails on a stream, producer or query
     error, or when nothing was committed for STALL_SECONDS."""
@@ -135,13 +137,14 @@ def _wait_for(rec: Recorder, target: int, stream: _StreamThread, producer: _Prod
     while rec.rows < target:
         time.sleep(0.25)
         if stream.error is not None:
-            raise BenchError(f"stream failed: {stream.error}") from stream.error
+            raise BenchError(f"stream failed: {stream.error}")
         if loop.error is not None:
             raise BenchError(f"query failed: {loop.error}") from loop.error
         if producer is not None and not producer.running() and producer.proc.returncode:
             producer.result()  # raises with its reason
-        if not stream.thread.is_alive():
-            raise BenchError(f"the stream stopped at {rec.rows:,} of {target:,} events")
+        if not stream.alive():
+            stream.stop()
+            raise BenchError(f"the stream stopped at {rec.rows:,} of {target:,} events: {stream.error}")
         now = time.time()
         if rec.rows != last_rows:
             last_rows, last_progress = rec.rows, now
@@ -162,23 +165,62 @@ def _wait_for(rec: Recorder, target: int, stream: _StreamThread, producer: _Prod
 QUERY_CACHE_MB = 2048
 
 
-class _StreamThread:
-    def __init__(self, store: Any, options: Any, rec: Recorder) -> None:
-        from colonnade.stream import run_stream
+class _StreamProcess:
+    """The stream, in a process of its own (:mod:`colonnade.bench.adimpressions_stream`): its
+    commit and status lines go to the recorder as they come."""
 
-        self.stop = threading.Event()
+    def __init__(self, uri: str, options: dict[str, Any], rec: Recorder) -> None:
+        settings = {"uri": uri, "dataset": DATASET, **options}
+        self.proc = subprocess.Popen([sys.executable, "-m", "colonnade.bench.adimpressions_stream",
+                                      json.dumps(settings)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
         self.report: Any = None
-        self.error: BaseException | None = None
+        self.error: str | None = None
+        self.stderr: list[str] = []
+        self._rec = rec
+        self._threads = [threading.Thread(target=self._read, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]
+        for t in self._threads:
+            t.start()
 
-        def run() -> None:
-            try:
-                self.report = run_stream(store, DATASET, options, on_status=rec.on_status,
-                                         on_commit=rec.on_commit, stop=self.stop)
-            except BaseException as exc:  # reported by the main thread
-                self.error = exc
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            if "commit" in msg:
+                c = msg["commit"]
+                self._rec.on_commit(SimpleNamespace(version=c["version"], rows=c["rows"], at=c["at"],
+                                                    oldest_produced_ms=c["oldest_ms"],
+                                                    newest_produced_ms=c["newest_ms"]))
+            elif "status" in msg:
+                self._rec.on_status(SimpleNamespace(lag={int(k): v for k, v in msg["status"]["lag"].items()}))
+            elif "report" in msg:
+                self.report = SimpleNamespace(**msg["report"])
+            elif "error" in msg:
+                self.error = msg["error"]
 
-        self.thread = threading.Thread(target=run, name="bench-stream", daemon=True)
-        self.thread.start()
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.strip():
+                self.stderr = [*self.stderr[-20:], line.rstrip()]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """SIGTERM (the stream commits what it holds), then wait; SIGKILL past ``timeout``."""
+        if self.alive():
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for t in self._threads:
+            t.join(timeout=10)
+        if self.error is None and self.proc.returncode != 0:
+            self.error = f"exit status {self.proc.returncode}: {' | '.join(self.stderr[-3:])}"
 
 
 def _colonnade_queries(uri: str, t0: float) -> tuple[refs._QueryLoop, Any]:
@@ -204,13 +246,10 @@ def _colonnade_queries(uri: str, t0: float) -> tuple[refs._QueryLoop, Any]:
     return refs._QueryLoop(run_one, t0), reader
 
 
-def _stream_options(bootstrap: str, topic: str, commit_interval: float) -> Any:
-    from colonnade.stream import StreamOptions
-
-    return StreamOptions(topic=topic, bootstrap=bootstrap, group=None, format="csv", schema=data.SCHEMA,
-                         partition_by=None, sort_by=(), commit_interval=commit_interval,
-                         on_error="strict", rejects=None, max_events=None, stop_when_idle=None,
-                         consumer=dict(refs.TUNED_CONSUMER))
+def _stream_options(bootstrap: str, topic: str, commit_interval: float) -> dict[str, Any]:
+    """What the stream process is given (CSV messages in strict mode, the tuned consumer)."""
+    return {"topic": topic, "bootstrap": bootstrap, "commit_interval": commit_interval,
+            "consumer": dict(refs.TUNED_CONSUMER)}
 
 
 def _final_checks(uri: str, total: int, truth: refs.Truth) -> tuple[dict[str, Any], list[str]]:
@@ -296,7 +335,7 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
                 finally:
                     first.kill()
             rec = Recorder(t0=time.time())
-            stream = _StreamThread(st, _stream_options(bootstrap, topic, commit_interval), rec)
+            stream = _StreamProcess(uri, _stream_options(bootstrap, topic, commit_interval), rec)
             loop, reader = _colonnade_queries(uri, rec.t0)
             cpu0 = time.process_time()
             try:
@@ -329,12 +368,11 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
                         finally:
                             producer.kill()
             finally:
-                stream.stop.set()
-                stream.thread.join(timeout=120)
+                stream.stop()
                 reader.close()
             cpu = time.process_time() - cpu0
             if stream.error is not None:
-                raise BenchError(f"stream failed: {stream.error}") from stream.error
+                raise BenchError(f"stream failed: {stream.error}")
             total = events + extra
             ds = st.dataset(DATASET)
             segments_at = {c["version"]: len(ds.snapshot(c["version"]).segments)
@@ -349,7 +387,7 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
             "produced": producers, "total_events": total, "freshness_rate": fresh_rate if extra else None,
             "mean_payload_bytes": sum(p["bytes"] for p in producers) / max(1, sum(p["events"] for p in producers)),
             "stream_report": {k: getattr(sr, k, None) for k in ("events", "rejected", "commits", "seconds")},
-            "bench_process_cpu_s": cpu, "main_phase_s": main_end,
+            "stream_process_cpu_s": getattr(sr, "cpu_s", None), "bench_process_cpu_s": cpu, "main_phase_s": main_end,
             "colonnade": summarise(rec.commits, loop.runs, events, start, segments_at, commit_interval),
             "commits": rec.commits, "queries": [r.to_dict() for r in loop.runs],
             "final": final, "truth": truth.answers,

@@ -215,8 +215,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{report['events']:,} events "
              + ("produced first (preloaded) into " if report.get("preload") else "at full speed into ")
              + f"a {report['partitions']}-partition Kafka topic, "
-             f"ingested by `colonnade.stream` (commit interval {report['commit_interval']:g} s) into "
-             f"`{report['store']}` while Q1–Q3 loop on Colonnade's SQL; then "
+             f"ingested by `colonnade.stream` in a process of its own (commit interval "
+             f"{report['commit_interval']:g} s) into `{report['store']}` while Q1–Q3 loop on Colonnade's "
+             f"SQL in the bench process; then "
              f"{report['total_events'] - report['events']:,} more at {report.get('freshness_rate') or 0:,.0f}/s "
              f"for freshness. Mean Kafka payload: {report['mean_payload_bytes']:.1f} bytes (CSV line).", "",
              "| events | ingest over the third | Q1 p50 / p95 | Q2 p50 / p95 | Q3 p50 / p95 | freshness p50 / p95 "
@@ -295,7 +296,9 @@ def markdown(report: dict[str, Any]) -> str:
               f"Python {m.get('python')}; Kafka {m.get('kafka') or '?'} (one broker), librdkafka "
               f"{m.get('librdkafka')}, confluent-kafka {m.get('confluent_kafka')}; Cassandra {m.get('cassandra') or '-'}, "
               f"driver {m.get('cassandra_driver')}; DuckDB {m.get('duckdb')}; pyarrow {m.get('pyarrow')}; "
-              f"colonnade {m.get('colonnade')}. Broker, Cassandra, producer and bench share the machine. "
-              f"Bench process CPU: {report.get('bench_process_cpu_s', 0):,.0f} s over a {report.get('main_phase_s', 0):,.0f} s "
+              f"colonnade {m.get('colonnade')}. Broker, Cassandra, producer, stream process and bench "
+              f"(queries, references) share the machine. CPU: stream process "
+              f"{report.get('stream_process_cpu_s') or 0:,.0f} s, bench process "
+              f"{report.get('bench_process_cpu_s', 0):,.0f} s, over a {report.get('main_phase_s', 0):,.0f} s "
               "main phase."]
     return "\n".join(lines) + "\n"
