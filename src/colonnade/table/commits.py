@@ -340,11 +340,12 @@ class Commit:
     def new(cls, kind: str, added: Iterable[SegmentEntry] = (), removed: Iterable[str] = (),
             source: str | None = None, schema: list[list[str]] | None = None,
             info: dict[str, Any] | None = None, writer: str | None = None,
-            positions: dict[str, int] | None = None) -> Commit:
+            positions: dict[str, int] | None = None, commit_id: str | None = None) -> Commit:
         """A commit of operation ``kind``; ``writer`` names who writes it (default: this build
         of Colonnade, the host and the process); ``positions``: stream positions it records
-        (app id from :func:`position_id` → next offset)."""
-        actions: list[Action] = [CommitInfo(str(uuid.uuid4()), kind, time.time(), None,
+        (app id from :func:`position_id` → next offset); ``commit_id``: the id its segments were
+        written under, when they were written before (default: a new one)."""
+        actions: list[Action] = [CommitInfo(commit_id or str(uuid.uuid4()), kind, time.time(), None,
                                             default_writer() if writer is None else writer, info or {})]
         if source is not None:
             if source.startswith(POSITION_PREFIX):

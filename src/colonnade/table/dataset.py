@@ -39,6 +39,7 @@ from colonnade.table.commits import (
 from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
 from colonnade.table.expiry import ExpireResult, expire_versions
+from colonnade.table.operation import WriteOperation, WrittenPart
 from colonnade.table.scan import Scan
 from colonnade.table.vacuum import VacuumReport, vacuum_segments
 from colonnade.table.writer import (
@@ -408,6 +409,37 @@ class Dataset:
         removed = [s.segment for s in current.segments]
         return self._commit_entries(commit, entries, writer.bytes_written, removed=removed,
                                     reads=self.reads(current, removes=removed, whole_table=True))
+
+    # -- one commit, many writers (see colonnade.table.operation)
+    def prepare_write(self, source: str | None = None) -> WriteOperation:
+        """A write that workers do in parts (:meth:`write_part`, in any process) and that
+        :meth:`commit_write` makes visible in one commit; ``source``: the whole input's identity."""
+        read = self.snapshot() if self.recorded else Snapshot.empty(self.name)
+        return WriteOperation.new(self.name, read.version, schema_to_json(self.spec.schema), source)
+
+    def write_part(self, op: WriteOperation, data: Any, settings: WriteSettings | None = None,
+                   on_batch: Callable[[pa.RecordBatch], None] | None = None) -> WrittenPart:
+        """Store rows (table, batch, reader or iterable of batches) for ``op``: nothing is
+        visible until the coordinator commits the returned part with the others."""
+        from colonnade.table.operation import write_part
+
+        return write_part(self, op, data, settings, on_batch)
+
+    def commit_write(self, op: WriteOperation, parts: Iterable[WrittenPart], force: bool = False,
+                     info: dict[str, Any] | None = None) -> AppendResult:
+        """Commit every part of ``op`` in one commit (skipped when ``op.source`` was committed
+        meanwhile, unless ``force``; CommitConflictError when a commit since ``op.read_version``
+        conflicts, e.g. a schema change: nothing committed either way)."""
+        from colonnade.table.operation import commit_write
+
+        return commit_write(self, op, parts, force, info)
+
+    def abort_write(self, op: WriteOperation, parts: Iterable[WrittenPart] = ()) -> int:
+        """Give ``op`` up: the segments of ``parts`` are removed now (those of parts never
+        handed back are orphans for ``vacuum``); returns how many were removed."""
+        from colonnade.table.operation import abort_write
+
+        return abort_write(self, op, parts)
 
     # -- maintenance that commits (each in its own module)
     def compact(self, target_rows: int | None = None, partitions: Iterable[str] | None = None) -> CompactResult:
