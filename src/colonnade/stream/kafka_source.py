@@ -15,7 +15,6 @@ cleared by the next message that arrives.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -94,7 +93,6 @@ class KafkaSource:
 
         self.topic = topic
         self.problem: str | None = None
-        self.problem_since: float | None = None
         self._starts, self._revoked, self._lost = starts, revoked, lost
         self.assigned: set[int] = set()
         conf: dict[str, Any] = {
@@ -151,13 +149,7 @@ class KafkaSource:
         self._lost(ids)
 
     def _error(self, err: Any) -> None:
-        if err.fatal():
-            self.problem = f"fatal Kafka error: {err.str()}"
-        elif self.problem is None:
-            self.problem_since = time.monotonic()
-            self.problem = f"Kafka: {err.str()}"
-        else:
-            self.problem = f"Kafka: {err.str()}"
+        self.problem = f"fatal Kafka error: {err.str()}" if err.fatal() else f"Kafka: {err.str()}"
 
     # -- consuming
     def consume(self, max_messages: int, timeout: float) -> Polled:
@@ -172,7 +164,7 @@ class KafkaSource:
                 self._error(err)
             msgs = [m for m in msgs if m.error() is None]
         if msgs and self.problem is not None and not self.problem.startswith("fatal"):
-            self.problem = self.problem_since = None
+            self.problem = None
         return Polled(msgs)
 
     def seek(self, starts: dict[int, int | None]) -> None:
@@ -211,6 +203,21 @@ class KafkaSource:
                 continue
             out[p] = max(0, high - max(low, positions.get(p, 0)))
         return out
+
+    def recheck(self, timeout: float = 0.5) -> None:
+        """Clear a (non-fatal) problem once the broker answers again: a watermark query of one
+        assigned partition. (An error librdkafka reports late, after consuming resumed and the
+        topic went quiet, would otherwise stay in the status until the next message.)"""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if self.problem is None or self.problem.startswith("fatal") or not self.assigned:
+            return
+        try:
+            self.consumer.get_watermark_offsets(TopicPartition(self.topic, min(self.assigned)),
+                                                timeout=timeout, cached=False)
+        except KafkaException:
+            return
+        self.problem = None
 
     def close(self) -> None:
         try:

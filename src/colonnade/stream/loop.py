@@ -268,6 +268,8 @@ class Stream:
     def _status(self, events: int, seconds: float, problem: str | None = None) -> None:
         if self.on_status is None or self.source is None:
             return
+        if problem is None:
+            self.source.recheck(timeout=0.2)
         positions = dict(self.committer.committed)
         positions.update(self.batch.offsets)
         lag = self.source.lag(positions, timeout=0.2) if self.source.problem is None and problem is None else {}
