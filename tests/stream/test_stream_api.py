@@ -10,11 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import stream_helpers
+from stream_helpers import table_stats
 
 from colonnade.errors import CommitConflictError
 from colonnade.store import Store
@@ -29,12 +30,7 @@ COLUMNS = "id:int64 not null,geo:string,bid:double"
 
 
 def new_topic(bootstrap: str, partitions: int = 4) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    topic = f"t-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
-    return topic
+    return stream_helpers.new_topic(bootstrap, "t", partitions).name
 
 
 def produce(bootstrap: str, topic: str, ids: range, bad: dict[int, bytes] | None = None,
@@ -51,11 +47,6 @@ def produce(bootstrap: str, topic: str, ids: range, bad: dict[int, bytes] | None
     assert p.flush(30) == 0
 
 
-def table_facts(store: Store, name: str) -> tuple[int, int, int]:
-    row = store.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d, sum(id) AS s FROM {name}").to_pylist()[0]
-    return row["n"], row["d"], row["s"] or 0
-
-
 def test_a_stream_commits_rows_with_their_positions_and_a_restart_adds_only_new_events(
         store: Store, kafka_bootstrap: str, tmp_path: Path) -> None:
     topic = new_topic(kafka_bootstrap)
@@ -65,7 +56,7 @@ def test_a_stream_commits_rows_with_their_positions_and_a_restart_adds_only_new_
                             stop_when_idle=1.5, rejects=tmp_path / "rejects.jsonl")
     report = run_stream(store, "ev", options, on_commit=commits.append)
     assert (report.events, report.rows, report.rejected, report.stopped) == (20_000, 20_000, 0, "idle")
-    assert table_facts(store, "ev") == (20_000, 20_000, sum(range(20_000)))
+    assert table_stats(store, "ev") == (20_000, 20_000, sum(range(20_000)))
     ds = store.dataset("ev")
     assert ds.positions() == {position_id(topic, p): 5_000 for p in range(4)}
     assert sum(c.rows for c in commits) == 20_000 and commits[-1].version == ds.snapshot().version
@@ -80,7 +71,7 @@ def test_a_stream_commits_rows_with_their_positions_and_a_restart_adds_only_new_
     produce(kafka_bootstrap, topic, range(20_000, 26_000))
     more = run_stream(store, "ev", options)
     assert more.events == 6_000
-    assert table_facts(store, "ev") == (26_000, 26_000, sum(range(26_000)))
+    assert table_stats(store, "ev") == (26_000, 26_000, sum(range(26_000)))
     assert not (tmp_path / "rejects.jsonl").exists()
 
 
@@ -94,7 +85,7 @@ def test_the_log_decides_where_a_partition_starts_not_the_group(
                             commit_interval=0.3, stop_when_idle=1.5, rejects=tmp_path / "r.jsonl")
     run_stream(store, "first", options)
     run_stream(store, "second", options)  # same group: its offsets say "done"; the log says nothing
-    assert table_facts(store, "second") == (4_000, 4_000, sum(range(4_000)))
+    assert table_stats(store, "second") == (4_000, 4_000, sum(range(4_000)))
 
 
 def test_a_commit_that_advances_a_position_someone_else_advanced_since_it_read_conflicts(store: Store) -> None:
@@ -144,7 +135,7 @@ def test_compaction_keeps_the_segments_of_a_long_stream_bounded(
     for s in snapshot.segments:
         per_partition[s.partition] = per_partition.get(s.partition, 0) + 1
     assert len(per_partition) == 5 and max(per_partition.values()) < 4 + 4  # never far past the trigger
-    assert table_facts(store, "ev") == (15_000, 15_000, sum(range(15_000)))
+    assert table_stats(store, "ev") == (15_000, 15_000, sum(range(15_000)))
 
 
 def _run(store_uri: str, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:

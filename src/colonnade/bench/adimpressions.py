@@ -116,7 +116,9 @@ class _Producer:
         return self.proc.poll() is None
 
     def result(self) -> dict[str, Any]:
-        out, _ = self.proc.communicate()
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()  # stderr is the forwarding thread's to read
+        self.proc.wait()
         self._thread.join()
         if self.proc.returncode != 0:
             raise BenchError(f"producer failed ({self.proc.returncode}): {' | '.join(self.errors[-3:])}")

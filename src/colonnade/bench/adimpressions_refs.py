@@ -215,6 +215,34 @@ def cassandra_reachable(contact: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def _ingest_with_queries(result: RefResult, label: str, bootstrap: str, topic: str, count: int,
+                         write: Callable[[pa.Table], None], run_one: Callable[[str], tuple[pa.Table, int]],
+                         echo: Callable[[str], None]) -> None:
+    """Consume and decode ``count`` events per micro-batch and ``write`` each, Q1–Q3 looping on
+    ``run_one`` meanwhile; fills ``result``'s events, seconds, timeline, queries and ids."""
+    ids: list[np.ndarray] = []
+    start = time.perf_counter()
+    done = 0
+    last_echo = start
+    with _QueryLoop(run_one, time.time()) as loop:
+        for payloads in consume_batches(bootstrap, topic, count):
+            batch = decode(payloads)
+            ids.append(batch.column("id").to_numpy())
+            write(batch)
+            done += batch.num_rows
+            now = time.perf_counter()
+            result.timeline.append((now - start, done))
+            if now - last_echo >= 5:
+                echo(f"  {label}: {done:,} rows written, {done / (now - start):,.0f}/s, {len(loop.runs)} queries")
+                last_echo = now
+        result.seconds = time.perf_counter() - start
+    if loop.error is not None:
+        raise loop.error
+    result.events = done
+    result.queries = loop.runs
+    result.ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
+
+
 def run_cassandra(bootstrap: str, topic: str, count: int, contact: str, keyspace: str, table: str,
                   echo: Callable[[str], None], keep: bool = False) -> RefResult:
     """Ingest ``count`` events one row each, the queries looping on full reads meanwhile, then
@@ -278,33 +306,16 @@ def run_cassandra(bootstrap: str, topic: str, count: int, contact: str, keyspace
             finally:
                 con.close()
 
-        ids: list[np.ndarray] = []
-        start = time.perf_counter()
-        done = 0
-        last_echo = start
-        with _QueryLoop(run_one, time.time()) as loop:
-            for payloads in consume_batches(bootstrap, topic, count):
-                batch = decode(payloads)
-                ids.append(batch.column("id").to_numpy())
-                columns = [batch.column(n).to_pylist() for n in batch.column_names]
-                for ok, res in execute_concurrent_with_args(session, insert, zip(*columns, strict=True),
-                                                            concurrency=CASSANDRA_IN_FLIGHT,
-                                                            raise_on_first_error=True):
-                    if not ok:
-                        raise res
-                done += batch.num_rows
-                now = time.perf_counter()
-                result.timeline.append((now - start, done))
-                if now - last_echo >= 5:
-                    echo(f"  cassandra reference: {done:,} rows written, {done / (now - start):,.0f}/s, "
-                         f"{len(loop.runs)} queries")
-                    last_echo = now
-            result.seconds = time.perf_counter() - start
-        if loop.error is not None:
-            raise loop.error
-        result.events = done
-        result.queries = loop.runs
-        result.ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
+        def write(batch: pa.Table) -> None:
+            columns = [batch.column(n).to_pylist() for n in batch.column_names]
+            for ok, res in execute_concurrent_with_args(session, insert, zip(*columns, strict=True),
+                                                        concurrency=CASSANDRA_IN_FLIGHT,
+                                                        raise_on_first_error=True):
+                if not ok:
+                    raise res
+
+        _ingest_with_queries(result, "cassandra reference", bootstrap, topic, count, write, run_one, echo)
+        done = result.events
         data = read_all()
         con = duckdb.connect()
         con.register("adImpressions", data)
@@ -347,31 +358,14 @@ def run_duckdb(bootstrap: str, topic: str, count: int, path: Path, echo: Callabl
             finally:
                 reader.execute("COMMIT")
 
-        ids: list[np.ndarray] = []
-        start = time.perf_counter()
-        done = 0
-        last_echo = start
-        with _QueryLoop(run_one, time.time()) as loop:
-            for payloads in consume_batches(bootstrap, topic, count):
-                batch = decode(payloads)
-                ids.append(batch.column("id").to_numpy())
-                con.register("micro_batch", batch)
-                con.execute("INSERT INTO adImpressions SELECT * FROM micro_batch")
-                con.unregister("micro_batch")
-                done += batch.num_rows
-                now = time.perf_counter()
-                result.timeline.append((now - start, done))
-                if now - last_echo >= 5:
-                    echo(f"  duckdb reference: {done:,} rows, {done / (now - start):,.0f}/s, "
-                         f"{len(loop.runs)} queries")
-                    last_echo = now
-            result.seconds = time.perf_counter() - start
-        if loop.error is not None:
-            raise loop.error
+        def write(batch: pa.Table) -> None:
+            con.register("micro_batch", batch)
+            con.execute("INSERT INTO adImpressions SELECT * FROM micro_batch")
+            con.unregister("micro_batch")
+
+        _ingest_with_queries(result, "duckdb reference", bootstrap, topic, count, write, run_one, echo)
+        done = result.events
         reader.close()
-        result.events = done
-        result.queries = loop.runs
-        result.ids = np.concatenate(ids) if ids else np.empty(0, np.int64)
         result.answers = {q: _answer(con, sql) for q, sql in QUERIES.items()}
         echo(f"  duckdb reference: {done:,} events in {result.seconds:.1f} s, {result.events_per_s:,.0f}/s; "
              f"{len(result.queries)} queries while appending")
