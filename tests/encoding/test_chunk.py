@@ -327,6 +327,11 @@ def test_valid_chunk_passes_verify() -> None:
 
 
 # -- golden files: format version 1 stays readable -------------------------------------------------
+def _runs(values: list[Any], lengths: list[int]) -> list[Any]:
+    """``values[i]`` repeated ``lengths[i]`` times, in order."""
+    return [v for v, n in zip(values, lengths, strict=True) for _ in range(n)]
+
+
 GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
     "int32_zstd": (pa.int32(), "zstd", [1, 2, 2, None, -7, 2147483647]),
     "uint64_lz4": (pa.uint64(), "lz4", [0, 18446744073709551615, None]),
@@ -341,6 +346,20 @@ GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
                          [dt.datetime(2020, 1, 1, 12, 30, 0, 123456), None, dt.datetime(1900, 1, 1)]),
     "decimal_10_2_zstd": (pa.decimal128(10, 2), "zstd", [Decimal("12.34"), Decimal("-0.01"), None,
                                                         Decimal("99999999.99")]),
+    # long runs (format version 2 stores these run-end encoded; version 1 stored them plain)
+    "int64_runs_zstd": (pa.int64(), "zstd", _runs([3, None, 3, -9, 2**62], [40, 25, 30, 60, 45])),
+    "float64_runs_lz4": (pa.float64(), "lz4", _runs([0.0, -0.0, math.nan, None, 51.5, -math.inf],
+                                                    [30, 30, 40, 20, 50, 30])),
+    "string_runs_dict_zstd": (pa.string(), "zstd", _runs(["US", "Germany", None, "US", "日本"],
+                                                         [50, 40, 30, 60, 40])),
+    "bool_runs_none": (pa.bool_(), "none", _runs([True, None, False, True], [64, 16, 80, 40])),
+    "date32_runs_zstd": (pa.date32(), "zstd", _runs([dt.date(2024, 1, 1), None, dt.date(1969, 7, 20)],
+                                                    [70, 10, 90])),
+    "timestamp_us_runs_lz4": (pa.timestamp("us"), "lz4",
+                              _runs([dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 1, 0, 0, 0, 1), None],
+                                    [55, 65, 30])),
+    "decimal_10_2_runs_zstd": (pa.decimal128(10, 2), "zstd", _runs([Decimal("1.50"), None, Decimal("-3.25")],
+                                                                   [45, 35, 70])),
 }
 
 
@@ -362,7 +381,10 @@ def test_golden_chunk_is_readable(name: str) -> None:
     decoded = decode_chunk(data)
     assert _plain(decoded).type == type_
     assert _comparable(_plain(decoded).to_pylist()) == _comparable(values)
-    assert bool(data[5] & 1) == pa.types.is_dictionary(decoded.type) == (name == "string_dict_lz4")
+    # what scans get is unchanged: string dictionaries stay dictionaries, all else is plain
+    assert pa.types.is_dictionary(decoded.type) == (name.startswith("string_") and "_dict_" in name)
+    if pa.types.is_dictionary(decoded.type):
+        assert decoded.type == pa.dictionary(pa.int32(), pa.string()) and data[5] & 1
 
 
 def test_every_golden_file_is_checked() -> None:
