@@ -26,13 +26,15 @@ When run ends are used (:mod:`colonnade.encoding.runs`): a column of at least 25
 runs number at most 1/32 of its rows, counted in one vectorised comparison of the column with
 itself shifted by a row. The runs hold values, never dictionary indices: with one index per run
 a dictionary spares little, and its IPC dictionary message costs more than it spares (~25% more
-bytes per 65,536-row chunk). A string column read as a dictionary is run-end encoded only in an
-uncompressed chunk (there 30-80x smaller); compressed, it stays a dictionary, whose runs of
-repeated indices ZSTD and LZ4 already store in a few bytes: run ends would save 0-20% of ~0.02
-bytes a row and read back 1.5-2x slower. Numbers (and dates, timestamps, bools, decimals,
-strings read plain) use run ends under every codec: they read back 1.7-3x faster, in as many
-bytes under ZSTD, 1.2x fewer under LZ4, 50x fewer uncompressed. (Figures: a sorted 10M-row
-IP-range table, location columns with runs of ~500 rows, 65,536-row chunks.)
+bytes per 65,536-row chunk). Two kinds of column are already compact row by row and use run
+ends only in uncompressed chunks (there 12-80x smaller): strings read as dictionaries (one
+small index a row) and bools (one bit a row). Compressed, ZSTD and LZ4 store their runs in a
+few bytes already: run ends would save 0-20% of ~0.02 bytes a row, or cost 20% more for bools,
+and read back 1.5-2x slower (a dictionary rebuilt from the run values; bools expanded bit by
+bit). All other types (numbers, dates, timestamps, decimals, strings read plain) use run ends
+under every codec: they read back 1.9-3.7x faster, in as many bytes under ZSTD, 1.2-1.3x fewer
+under LZ4, 50-66x fewer uncompressed; strings read plain are 100-300x smaller. (Figures: a
+sorted 10M-row IP-range table, columns with runs of ~500 rows, 65,536-row chunks.)
 
 Decoding gives every format version's chunk the same logical array: plain, or a dictionary for
 strings stored as one.
@@ -223,12 +225,13 @@ def _read_as_dictionary(array: pa.Array, dictionary: bool | None) -> bool:
 
 def _run_end_rule(array: pa.Array, dictionary: bool | None, compression: str) -> tuple[bool, bool]:
     """(store it run-end encoded, read it back as a dictionary) by the automatic rule: long runs,
-    unless the column is read as a dictionary from a compressed chunk (see the module docstring)."""
+    and for a column already compact row by row (read as a dictionary, or bools), an
+    uncompressed chunk (see the module docstring)."""
     n = len(array)
     if n < RUN_END_MIN_ROWS or not can_run_end(_value_type(array)):
         return False, False  # the dictionary rule decides the second later
     as_dictionary = _read_as_dictionary(array, dictionary)
-    if as_dictionary and compression != "none":
+    if compression != "none" and (as_dictionary or pa.types.is_boolean(array.type)):
         return False, as_dictionary
     return count_runs(array) <= RUN_END_RATIO * n, as_dictionary
 
