@@ -26,15 +26,18 @@ When run ends are used (:mod:`colonnade.encoding.runs`): a column of at least 25
 runs number at most 1/32 of its rows, counted in one vectorised comparison of the column with
 itself shifted by a row. The runs hold values, never dictionary indices: with one index per run
 a dictionary spares little, and its IPC dictionary message costs more than it spares (~25% more
-bytes per 65,536-row chunk). Two kinds of column are already compact row by row and use run
-ends only in uncompressed chunks (there 12-80x smaller): strings read as dictionaries (one
-small index a row) and bools (one bit a row). Compressed, ZSTD and LZ4 store their runs in a
-few bytes already: run ends would save 0-20% of ~0.02 bytes a row, or cost 20% more for bools,
-and read back 1.5-2x slower (a dictionary rebuilt from the run values; bools expanded bit by
-bit). All other types (numbers, dates, timestamps, decimals, strings read plain) use run ends
-under every codec: they read back 1.9-3.7x faster, in as many bytes under ZSTD, 1.2-1.3x fewer
-under LZ4, 50-66x fewer uncompressed; strings read plain are 100-300x smaller. (Figures: a
-sorted 10M-row IP-range table, columns with runs of ~500 rows, 65,536-row chunks.)
+bytes per 65,536-row chunk).
+
+In a compressed chunk, only where it pays. Strings read as dictionaries stay dictionaries: ZSTD
+and LZ4 store their runs of repeated small indices in a few bytes already, so run ends would
+save at most 25% of ~0.02 bytes a row and read back 1.2-2.2x slower (the dictionary rebuilt
+from the run values). Bools and decimals stay plain: Arrow expands their runs slowly (bit by
+bit, or with no fast path), so they would read back 1.1-2.2x slower. All other types (integers,
+floats, dates, timestamps, strings read plain) use run ends under every codec: they read back
+1.8-2.9x faster, in as many bytes under ZSTD (within 1%) and 1.2-1.3x fewer under LZ4; strings
+read plain are ~120x smaller and read back 3x faster. Uncompressed, every type uses run ends:
+12-335x smaller. (Figures: a sorted 10M-row IP-range table, columns with runs of ~500 rows,
+65,536-row chunks; ``tests/encoding/test_run_end.py`` keeps the sizes.)
 
 Decoding gives every format version's chunk the same logical array: plain, or a dictionary for
 strings stored as one.
@@ -69,6 +72,7 @@ from colonnade.encoding.runs import (
     can_run_end,
     check_run_ends,
     count_runs,
+    expands_fast,
     run_end_decode,
     run_end_encode,
 )
@@ -225,13 +229,14 @@ def _read_as_dictionary(array: pa.Array, dictionary: bool | None) -> bool:
 
 def _run_end_rule(array: pa.Array, dictionary: bool | None, compression: str) -> tuple[bool, bool]:
     """(store it run-end encoded, read it back as a dictionary) by the automatic rule: long runs,
-    and for a column already compact row by row (read as a dictionary, or bools), an
-    uncompressed chunk (see the module docstring)."""
+    and in a compressed chunk, a column neither read as a dictionary nor of a type whose runs
+    expand slowly (see the module docstring)."""
     n = len(array)
-    if n < RUN_END_MIN_ROWS or not can_run_end(_value_type(array)):
+    t = _value_type(array)
+    if n < RUN_END_MIN_ROWS or not can_run_end(t):
         return False, False  # the dictionary rule decides the second later
     as_dictionary = _read_as_dictionary(array, dictionary)
-    if compression != "none" and (as_dictionary or pa.types.is_boolean(array.type)):
+    if compression != "none" and (as_dictionary or not expands_fast(t)):
         return False, as_dictionary
     return count_runs(array) <= RUN_END_RATIO * n, as_dictionary
 
