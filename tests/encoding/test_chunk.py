@@ -1,11 +1,12 @@
 """The chunk byte format: round trips of every type, statistics, checksums, versions and the
-golden files that pin format version 1.
+golden files that pin format versions 1 and 2 (run-end encoding: see also test_run_end.py).
 
-The golden chunks under ``golden/v1`` were written once by :func:`write_golden` and are checked
-in; a decoder that can't read them any more breaks every store written before it. Regenerate
-only for a new format version, into a new folder, keeping the old one::
+The golden chunks under ``golden/v<version>`` were written once by :func:`write_golden` with
+the encoder of that version and are checked in; a decoder that can't read them any more breaks
+every store written before it. Write them only for a new format version, into a new folder,
+keeping the old ones::
 
-    python tests/encoding/test_chunk.py golden/v2
+    python tests/encoding/test_chunk.py golden/v3
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
+from chunk_helpers import COMPRESSIONS, TYPES, check_round_trip, comparable, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from colonnade.encoding import (
     CHUNK_FORMAT_VERSION,
-    ChunkStats,
     decode_chunk,
     encode_chunk,
     verify_chunk,
@@ -36,108 +36,7 @@ from colonnade.encoding.chunk import HEADER_SIZE, MAX_STAT_STRING, ChunkFormatEr
 
 pytestmark = pytest.mark.unit
 
-GOLDEN = Path(__file__).parent / "golden" / "v1"
-EPOCH = dt.datetime(1970, 1, 1)
-COMPRESSIONS = ("zstd", "lz4", "none")
-
-# -- every type of the schema language, with a strategy for its values ------------------------
-_DEC = Decimal("99999999.99")
-TYPES: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
-    "bool": (pa.bool_(), st.booleans()),
-    "int8": (pa.int8(), st.integers(-(2**7), 2**7 - 1)),
-    "int16": (pa.int16(), st.integers(-(2**15), 2**15 - 1)),
-    "int32": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
-    "int64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
-    "uint8": (pa.uint8(), st.integers(0, 2**8 - 1)),
-    "uint16": (pa.uint16(), st.integers(0, 2**16 - 1)),
-    "uint32": (pa.uint32(), st.integers(0, 2**32 - 1)),
-    "uint64": (pa.uint64(), st.integers(0, 2**64 - 1)),
-    "float32": (pa.float32(), st.floats(width=32)),
-    "float64": (pa.float64(), st.floats()),
-    "string": (pa.string(), st.one_of(st.text(max_size=12), st.sampled_from(["", "a", "é", "日本", "🎉"]),
-                                      st.text(min_size=MAX_STAT_STRING - 2, max_size=MAX_STAT_STRING + 40))),
-    "binary": (pa.binary(), st.binary(max_size=40)),
-    "date32": (pa.date32(), st.dates()),
-    "timestamp[us]": (pa.timestamp("us"), st.datetimes()),
-    "decimal(10,2)": (pa.decimal128(10, 2), st.decimals(min_value=-_DEC, max_value=_DEC, places=2)),
-}
-
-#: Types whose statistics must be known (so pruning works on them); others may say "unknown".
-STATS_REQUIRED = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                  "float32", "float64", "string", "date32", "timestamp[us]"}
-
-
-def _physical(type_name: str, value: Any) -> Any:
-    """A value as statistics keep it: dates as days, timestamps as microseconds since the epoch."""
-    if type_name == "date32":
-        return (value - EPOCH.date()).days
-    if type_name == "timestamp[us]":
-        return (value - EPOCH) // dt.timedelta(microseconds=1)
-    return value
-
-
-def expected_min_max(type_name: str, values: list[Any]) -> tuple[Any, Any]:
-    """Exact min/max from the Python values, or (None, None) where pruning must not trust them."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return None, None
-    if type_name.startswith("float"):
-        if any(math.isnan(v) for v in present):
-            return None, None
-        lo, hi = min(present), max(present)
-        return (None, None) if math.isinf(lo) or math.isinf(hi) else (lo, hi)
-    lo, hi = min(present), max(present)
-    if type_name == "string" and max(len(lo), len(hi)) > MAX_STAT_STRING:
-        return None, None
-    return _physical(type_name, lo), _physical(type_name, hi)
-
-
-def arrow_min_max(array: pa.Array) -> tuple[Any, Any]:
-    mm = pc.min_max(array)
-    physical = {pa.date32(): pa.int32(), pa.timestamp("us"): pa.int64()}.get(array.type)
-    lo, hi = mm["min"], mm["max"]
-    if physical is not None:
-        lo, hi = lo.cast(physical), hi.cast(physical)
-    return lo.as_py(), hi.as_py()
-
-
-def _comparable(values: list[Any]) -> list[Any]:
-    """NaN-aware, sign-of-zero-aware list for exact comparisons of float columns."""
-    out = []
-    for v in values:
-        if isinstance(v, float):
-            out.append(("nan",) if math.isnan(v) else (v, math.copysign(1.0, v)))
-        else:
-            out.append(v)
-    return out
-
-
-def _plain(array: pa.Array) -> pa.Array:
-    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
-
-
-def check_round_trip(type_name: str, values: list[Any], compression: str) -> tuple[bytes, ChunkStats]:
-    type_ = TYPES[type_name][0]
-    array = pa.array(values, type=type_)
-    data, stats = encode_chunk(array, compression)
-    decoded = decode_chunk(data)
-    assert _plain(decoded).type == type_
-    assert _comparable(_plain(decoded).to_pylist()) == _comparable(values)
-    assert pa.types.is_dictionary(decoded.type) == stats.dictionary
-    assert stats.rows == len(values)
-    assert stats.nulls == sum(v is None for v in values)
-    assert stats.nbytes == len(data)
-    lo, hi = expected_min_max(type_name, values)
-    if type_name in STATS_REQUIRED:
-        assert (stats.min, stats.max) == (lo, hi)
-    else:
-        assert (stats.min, stats.max) in ((None, None), (lo, hi))
-    if stats.min is not None:  # and they agree with Arrow's own min_max
-        assert (stats.min, stats.max) == arrow_min_max(array)
-    assert ChunkStats.from_json(stats.to_json()) == stats
-    return data, stats
-
-
+GOLDEN = Path(__file__).parent / "golden"
 # -- round trips -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("type_name", list(TYPES))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -189,7 +88,7 @@ def test_sliced_and_chunked_input() -> None:
     assert (stats.rows, stats.nulls, stats.min, stats.max) == (5, 1, 3, 7)
     chunked = pa.chunked_array([pa.array(["a", "b"]), pa.array(["c", None])])
     data, stats = encode_chunk(chunked)
-    assert _plain(decode_chunk(data)).to_pylist() == ["a", "b", "c", None]
+    assert plain(decode_chunk(data)).to_pylist() == ["a", "b", "c", None]
     assert (stats.rows, stats.nulls, stats.min, stats.max) == (4, 1, "a", "c")
 
 
@@ -205,7 +104,7 @@ def test_low_cardinality_strings_are_dictionary_encoded(values: list[str | None]
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=20), min_size=4, max_size=300, unique=True))
-def test_high_cardinality_strings_are_plain(values: list[str]) -> None:
+def test_high_cardinality_strings_areplain(values: list[str]) -> None:
     data, stats = check_round_trip("string", values, "lz4")
     assert not stats.dictionary
     assert decode_chunk(data).type == pa.string()
@@ -258,31 +157,79 @@ def _sample_chunks() -> list[bytes]:
         encode_chunk(pa.array([1, 2, None, 4] * 10, pa.int32()), "zstd")[0],
         encode_chunk(pa.array(["x", "y", None, "x"] * 10), "lz4")[0],  # dictionary
         encode_chunk(pa.array([1.5, None, -2.0]), "none")[0],
+        encode_chunk(pa.array([3] * 300 + [None] * 100 + [-1] * 200, pa.int64()), "zstd")[0],  # run-end
+        encode_chunk(pa.array(["ab"] * 500 + [None] * 300 + ["c"] * 500), "none")[0],  # run-end, dictionary
     ]
+
+
+def test_the_sample_chunks_cover_every_flag() -> None:
+    assert [c[5] for c in _sample_chunks()] == [1, 1, 0, 2, 3]
 
 
 def test_documented_worked_example() -> None:
     data, _ = encode_chunk(pa.array([1, 2, 2], pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4301000000")
+    assert data[:8] == bytes.fromhex("434f4c4302000000")
     crc, length = struct.unpack_from("<II", data, 8)
     assert length == len(data) - HEADER_SIZE == len(data) - 16
-    assert crc == zlib.crc32(data[16:])
+    assert crc == zlib.crc32(data[4:8] + data[16:])  # version, flags, reserved, then the payload
     schema = pa.ipc.open_stream(pa.py_buffer(data[16:])).schema
     assert schema == pa.schema([pa.field("v", pa.int32())])
 
 
-@pytest.mark.parametrize("index", range(3))
+def test_documented_run_end_example() -> None:
+    values = [7] * 300 + [None] * 200 + [9] * 500
+    data, stats = encode_chunk(pa.array(values, pa.int32()), "zstd")
+    assert data[:8] == bytes.fromhex("434f4c4302020000")
+    payload = pa.ipc.open_stream(pa.py_buffer(data[16:])).read_all().column("v").chunk(0)
+    assert payload.type == pa.run_end_encoded(pa.int32(), pa.int32())
+    assert payload.run_ends.to_pylist() == [300, 500, 1000]
+    assert payload.values.to_pylist() == [7, None, 9]
+    assert decode_chunk(data).to_pylist() == values
+    assert (stats.rows, stats.nulls, stats.min, stats.max) == (1000, 200, 7, 9)
+
+    cities = ["Zürich"] * 600 + ["Bern"] * 400
+    data, stats = encode_chunk(pa.array(cities), "none")
+    assert data[5] == 0x03 and stats.dictionary  # run ends; read as a dictionary
+    payload = pa.ipc.open_stream(pa.py_buffer(data[16:])).read_all().column("v").chunk(0)
+    assert payload.type == pa.run_end_encoded(pa.int32(), pa.string())
+    assert payload.values.to_pylist() == ["Zürich", "Bern"]
+    decoded = decode_chunk(data)
+    assert decoded.type == pa.dictionary(pa.int32(), pa.string())
+    assert decoded.dictionary.to_pylist() == ["Zürich", "Bern"] and decoded.to_pylist() == cities
+
+
+@pytest.mark.parametrize("index", range(5))
 def test_flipping_any_byte_is_detected(index: int) -> None:
     data = _sample_chunks()[index]
     for position in range(len(data)):
-        for mask in (0x01, 0x80, 0xFF):
+        for mask in (0x01, 0x02, 0x80, 0xFF):
             damaged = bytearray(data)
             damaged[position] ^= mask
             with pytest.raises(ChunkFormatError):
                 decode_chunk(bytes(damaged))
-            if (position, mask) != (5, 0x01):  # only decoding can tell a flipped dictionary flag
-                with pytest.raises(ChunkFormatError):
-                    verify_chunk(bytes(damaged))
+            with pytest.raises(ChunkFormatError):  # the checksum covers the flags too
+                verify_chunk(bytes(damaged))
+    flags = bytearray(data)
+    flags[5] ^= 0x01
+    with pytest.raises(ChunkFormatError, match="checksum mismatch"):
+        decode_chunk(bytes(flags))
+
+
+def test_a_version_1_chunk_may_not_claim_run_ends() -> None:
+    data = bytearray((GOLDEN / "v1" / "int32_zstd.chunk").read_bytes())
+    data[5] |= 0x02
+    with pytest.raises(ChunkFormatError, match="unknown header flags 0x02"):
+        decode_chunk(bytes(data))
+
+
+def test_a_version_1_chunk_with_a_flipped_dictionary_flag_fails_decoding() -> None:
+    """Version 1's CRC leaves the flags out: decoding checks the flag against the payload."""
+    for name in ("int32_zstd", "string_dict_lz4"):
+        data = bytearray((GOLDEN / "v1" / f"{name}.chunk").read_bytes())
+        data[5] ^= 0x01
+        verify_chunk(bytes(data))
+        with pytest.raises(ChunkFormatError, match="dictionary flag"):
+            decode_chunk(bytes(data))
 
 
 @settings(max_examples=60, deadline=None)
@@ -326,7 +273,12 @@ def test_valid_chunk_passes_verify() -> None:
         assert decode_chunk(memoryview(data)).to_pylist() == decode_chunk(data).to_pylist()
 
 
-# -- golden files: format version 1 stays readable -------------------------------------------------
+# -- golden files: every format version stays readable --------------------------------------------
+def _runs(values: list[Any], lengths: list[int]) -> list[Any]:
+    """``values[i]`` repeated ``lengths[i]`` times, in order."""
+    return [v for v, n in zip(values, lengths, strict=True) for _ in range(n)]
+
+
 GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
     "int32_zstd": (pa.int32(), "zstd", [1, 2, 2, None, -7, 2147483647]),
     "uint64_lz4": (pa.uint64(), "lz4", [0, 18446744073709551615, None]),
@@ -341,7 +293,25 @@ GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
                          [dt.datetime(2020, 1, 1, 12, 30, 0, 123456), None, dt.datetime(1900, 1, 1)]),
     "decimal_10_2_zstd": (pa.decimal128(10, 2), "zstd", [Decimal("12.34"), Decimal("-0.01"), None,
                                                         Decimal("99999999.99")]),
+    # long runs: written run-end encoded from version 2 on (forced: some are shorter than
+    # RUN_END_MIN_ROWS); version 1 stored them plain or as dictionaries
+    "int64_runs_zstd": (pa.int64(), "zstd", _runs([3, None, 3, -9, 2**62], [40, 25, 30, 60, 45])),
+    "float64_runs_lz4": (pa.float64(), "lz4", _runs([0.0, -0.0, math.nan, None, 51.5, -math.inf],
+                                                    [30, 30, 40, 20, 50, 30])),
+    "string_runs_dict_zstd": (pa.string(), "zstd", _runs(["US", "Germany", None, "US", "日本"],
+                                                         [50, 40, 30, 60, 40])),
+    "bool_runs_none": (pa.bool_(), "none", _runs([True, None, False, True], [64, 16, 80, 40])),
+    "date32_runs_zstd": (pa.date32(), "zstd", _runs([dt.date(2024, 1, 1), None, dt.date(1969, 7, 20)],
+                                                    [70, 10, 90])),
+    "timestamp_us_runs_lz4": (pa.timestamp("us"), "lz4",
+                              _runs([dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 1, 0, 0, 0, 1), None],
+                                    [55, 65, 30])),
+    "decimal_10_2_runs_zstd": (pa.decimal128(10, 2), "zstd", _runs([Decimal("1.50"), None, Decimal("-3.25")],
+                                                                   [45, 35, 70])),
 }
+
+
+GOLDEN_VERSIONS = (1, 2)
 
 
 def write_golden(directory: Path) -> None:
@@ -351,23 +321,40 @@ def write_golden(directory: Path) -> None:
         path = directory / f"{name}.chunk"
         if path.exists():
             raise SystemExit(f"{path} exists: golden files are never rewritten")
-        path.write_bytes(encode_chunk(pa.array(values, type=type_), compression)[0])
+        run_end = True if "_runs_" in name else None
+        path.write_bytes(encode_chunk(pa.array(values, type=type_), compression, run_end=run_end)[0])
 
 
+@pytest.mark.parametrize("version", GOLDEN_VERSIONS)
 @pytest.mark.parametrize("name", list(GOLDEN_COLUMNS))
-def test_golden_chunk_is_readable(name: str) -> None:
+def test_golden_chunk_is_readable(name: str, version: int) -> None:
     type_, _, values = GOLDEN_COLUMNS[name]
-    data = (GOLDEN / f"{name}.chunk").read_bytes()
-    assert data[:5] == b"COLC\x01"
+    data = (GOLDEN / f"v{version}" / f"{name}.chunk").read_bytes()
+    assert data[:5] == b"COLC" + bytes([version])
+    assert bool(data[5] & 2) == (version >= 2 and "_runs_" in name), "the run-end flag"
     decoded = decode_chunk(data)
-    assert _plain(decoded).type == type_
-    assert _comparable(_plain(decoded).to_pylist()) == _comparable(values)
-    assert bool(data[5] & 1) == pa.types.is_dictionary(decoded.type) == (name == "string_dict_lz4")
+    assert plain(decoded).type == type_
+    assert comparable(plain(decoded).to_pylist()) == comparable(values)
+    # what scans get is the same from every version: string dictionaries stay dictionaries (as
+    # the dictionary rule chose when writing), all else is plain
+    assert pa.types.is_dictionary(decoded.type) == (name.startswith("string_") and "_dict_" in name)
+    if pa.types.is_dictionary(decoded.type):
+        assert decoded.type == pa.dictionary(pa.int32(), pa.string()) and data[5] & 1
 
 
-def test_every_golden_file_is_checked() -> None:
-    assert sorted(p.stem for p in GOLDEN.glob("*.chunk")) == sorted(GOLDEN_COLUMNS)
+@pytest.mark.parametrize("version", GOLDEN_VERSIONS)
+def test_every_golden_file_is_checked(version: int) -> None:
+    assert sorted(p.stem for p in (GOLDEN / f"v{version}").glob("*.chunk")) == sorted(GOLDEN_COLUMNS)
+
+
+def test_golden_version_1_run_columns_decode_as_version_2_writes_them() -> None:
+    """The same column written by both versions reads back identically (type, dictionary)."""
+    for name in (n for n in GOLDEN_COLUMNS if "_runs_" in n):
+        v1 = decode_chunk((GOLDEN / "v1" / f"{name}.chunk").read_bytes())
+        v2 = decode_chunk((GOLDEN / "v2" / f"{name}.chunk").read_bytes())
+        assert v1.type == v2.type, name
+        assert comparable(plain(v1).to_pylist()) == comparable(plain(v2).to_pylist()), name
 
 
 if __name__ == "__main__":
-    write_golden(Path(__file__).parent / (sys.argv[1] if len(sys.argv) > 1 else "golden/v1"))
+    write_golden(Path(__file__).parent / sys.argv[1])

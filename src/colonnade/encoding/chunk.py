@@ -4,22 +4,55 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       4     magic b"COLC"
-    4       1     format version (currently 1)
-    5       1     flags: bit 0 = dictionary-encoded column
+    4       1     format version (currently 2)
+    5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded (version 2 on)
     6       2     reserved, zero
-    8       4     CRC-32 of the payload (zlib.crc32)
+    8       4     CRC-32 (zlib.crc32) of bytes 4-7 and then the payload; version 1: of the
+                  payload only
     12      4     payload length in bytes
     16      n     payload: an Arrow IPC stream holding one record batch of one column,
                   its buffers compressed with LZ4_FRAME or ZSTD (named inside the IPC stream)
 
+The payload column is, by the flags:
+
+* none: the plain column;
+* dictionary: a dictionary array (int8/16/32 indices). Strings are read back as dictionaries
+  (int32 indices); other types were stored so only to be small and are read back plain;
+* run-end: ``run_end_encoded<int32, T>`` of plain values, one per run of equal consecutive
+  rows. With the dictionary bit too (strings only) the column is read back as a dictionary,
+  built from the run values (hashing one value per run, not per row).
+
+When run ends are used (:mod:`colonnade.encoding.runs`): a column of at least 256 rows whose
+runs number at most 1/32 of its rows, counted in one vectorised comparison of the column with
+itself shifted by a row. The runs hold values, never dictionary indices: with one index per run
+a dictionary spares little, and its IPC dictionary message costs more than it spares (~25% more
+bytes per 65,536-row chunk).
+
+In a compressed chunk, only where it pays. Strings read as dictionaries stay dictionaries: ZSTD
+and LZ4 store their runs of repeated small indices in a few bytes already, so run ends would
+save at most 25% of ~0.02 bytes a row and read back 1.2-2.2x slower (the dictionary rebuilt
+from the run values). Bools and decimals stay plain: Arrow expands their runs slowly (bit by
+bit, or with no fast path), so they would read back 1.1-2.2x slower. All other types (integers,
+floats, dates, timestamps, strings read plain) use run ends under every codec: they read back
+1.8-2.9x faster, in as many bytes under ZSTD (within 1%) and 1.2-1.3x fewer under LZ4; strings
+read plain are ~120x smaller and read back 3x faster. Uncompressed, every type uses run ends:
+12-335x smaller. (Figures: a sorted 10M-row IP-range table, columns with runs of ~500 rows,
+65,536-row chunks; ``tests/encoding/test_run_end.py`` keeps the sizes.)
+
+Decoding gives every format version's chunk the same logical array: plain, or a dictionary for
+strings stored as one.
+
 Worked example: the int32 column ``[1, 2, 2]`` encoded with ZSTD starts with
-``43 4f 4c 43 01 00 00 00`` ("COLC", version 1, no flags), then the CRC-32 of the payload,
-then the payload length, then an Arrow IPC stream whose schema is ``{"v": int32}``.
-A reader accepts every format version up to :data:`CHUNK_FORMAT_VERSION`; a newer one is an
-explicit error, never a guess.
+``43 4f 4c 43 02 00 00 00`` ("COLC", version 2, no flags), then the CRC-32, then the payload
+length, then an Arrow IPC stream whose schema is ``{"v": int32}``. The int32 column of 300
+sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 02 02 00 00`` (run-end), and its payload
+column is ``run_end_encoded<int32, int32>`` with run ends ``[300, 500, 1000]`` and values
+``[7, null, 9]``. A reader accepts every format version up to :data:`CHUNK_FORMAT_VERSION`; a
+newer one is an explicit error, never a guess.
 
 Statistics (rows, nulls, min, max) are computed while encoding and kept beside the chunk in
-the segment index, so pruning never has to fetch a chunk.
+the segment index, so pruning never has to fetch a chunk; they are the same whichever way the
+chunk stores the column.
 """
 
 from __future__ import annotations
@@ -33,11 +66,25 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-CHUNK_FORMAT_VERSION = 1
+from colonnade.encoding.runs import (
+    RUN_END_MIN_ROWS,
+    RUN_END_RATIO,
+    can_run_end,
+    check_run_ends,
+    count_runs,
+    expands_fast,
+    run_end_decode,
+    run_end_encode,
+)
+
+CHUNK_FORMAT_VERSION = 2
 MAGIC = b"COLC"
 _HEADER = struct.Struct("<4sBBHII")
 HEADER_SIZE = _HEADER.size
 FLAG_DICTIONARY = 1
+FLAG_RUN_END = 2
+#: Header flags each format version may set (all other bits must be zero).
+_VERSION_FLAGS = {1: FLAG_DICTIONARY, 2: FLAG_DICTIONARY | FLAG_RUN_END}
 
 #: A string column is stored dictionary-encoded when distinct values ≤ this fraction of rows.
 DICTIONARY_RATIO = 0.5
@@ -125,27 +172,73 @@ def _narrow(array: pa.DictionaryArray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(array.indices.cast(index_type), array.dictionary)
 
 
+def _dictionary_candidate(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+            or pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+            or pa.types.is_binary(t))
+
+
+def _sample_mostly_distinct(array: pa.Array) -> bool:
+    """A cheap look before hashing: is a strided sample of a long column mostly distinct?"""
+    n = len(array)
+    if n <= 4 * _SAMPLE:
+        return False
+    step = n // _SAMPLE
+    sample = array.slice(0, step * _SAMPLE).take(pa.array(range(0, step * _SAMPLE, step)))
+    return bool(pc.count_distinct(sample).as_py() > 0.9 * _SAMPLE)
+
+
 def _maybe_dictionary(array: pa.Array) -> pa.Array:
     """Dictionary-encode when distinct values are few enough to pay off.
 
     Strings stay dictionary arrays for readers; numbers are only stored that way and decoded
     back on read (see :func:`decode_chunk`)."""
-    t = array.type
-    if len(array) == 0 or not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-                               or pa.types.is_floating(t) or pa.types.is_date(t)
-                               or pa.types.is_timestamp(t) or pa.types.is_binary(t)):
-        return array
-    n = len(array)
-    if n > 4 * _SAMPLE:
-        # a cheap look first: a column whose sample is mostly distinct isn't worth hashing whole
-        step = n // _SAMPLE
-        sample = array.slice(0, step * _SAMPLE).take(pa.array(range(0, step * _SAMPLE, step)))
-        if pc.count_distinct(sample).as_py() > 0.9 * _SAMPLE:
-            return array
+    if len(array) == 0 or not _dictionary_candidate(array.type) or _sample_mostly_distinct(array):
+        return array  # a column whose sample is mostly distinct isn't worth hashing whole
     encoded = pc.dictionary_encode(array)
-    if len(encoded.dictionary) <= DICTIONARY_RATIO * n:
+    if len(encoded.dictionary) <= DICTIONARY_RATIO * len(array):
         return _narrow(encoded)
     return array
+
+
+def _choose_dictionary(array: pa.Array, dictionary: bool | None) -> pa.Array:
+    """The column as the dictionary rule stores it (``dictionary``: None decides, else forces)."""
+    if pa.types.is_dictionary(array.type):
+        return _narrow(array)
+    if dictionary is None:
+        return _maybe_dictionary(array)
+    return _narrow(pc.dictionary_encode(array)) if dictionary else array
+
+
+def _value_type(array: pa.Array) -> pa.DataType:
+    return array.type.value_type if pa.types.is_dictionary(array.type) else array.type
+
+
+def _read_as_dictionary(array: pa.Array, dictionary: bool | None) -> bool:
+    """Whether a column is read back as a dictionary, without hashing it: exact for a column
+    with long runs, whose distinct values (≤ runs ≤ rows × RUN_END_RATIO) are always few enough
+    for the dictionary rule, which then comes down to the type, the caller and the sample."""
+    if not is_dictionary_presented(_value_type(array)):
+        return False
+    if pa.types.is_dictionary(array.type):
+        return True
+    if dictionary is not None:
+        return dictionary
+    return not _sample_mostly_distinct(array)
+
+
+def _run_end_rule(array: pa.Array, dictionary: bool | None, compression: str) -> tuple[bool, bool]:
+    """(store it run-end encoded, read it back as a dictionary) by the automatic rule: long runs,
+    and in a compressed chunk, a column neither read as a dictionary nor of a type whose runs
+    expand slowly (see the module docstring)."""
+    n = len(array)
+    t = _value_type(array)
+    if n < RUN_END_MIN_ROWS or not can_run_end(t):
+        return False, False  # the dictionary rule decides the second later
+    as_dictionary = _read_as_dictionary(array, dictionary)
+    if compression != "none" and (as_dictionary or not expands_fast(t)):
+        return False, as_dictionary
+    return count_runs(array) <= RUN_END_RATIO * n, as_dictionary
 
 
 def is_dictionary_presented(t: pa.DataType) -> bool:
@@ -154,18 +247,30 @@ def is_dictionary_presented(t: pa.DataType) -> bool:
 
 
 def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
-                 dictionary: bool | None = None, level: int | None = None) -> tuple[bytes, ChunkStats]:
-    """Encode one column of one segment; returns the chunk bytes and its statistics."""
+                 dictionary: bool | None = None, level: int | None = None,
+                 run_end: bool | None = None) -> tuple[bytes, ChunkStats]:
+    """Encode one column of one segment; returns the chunk bytes and its statistics.
+
+    ``dictionary`` and ``run_end`` are None to let the rules decide, or force either way (a
+    forced run-end encoding applies to non-empty columns of types it supports)."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
-    if pa.types.is_dictionary(array.type):
-        array = _narrow(array)
-    elif dictionary is None:
-        array = _maybe_dictionary(array)
-    elif dictionary:
-        array = _narrow(pc.dictionary_encode(array))
-    lo, hi = _min_max(array)
-    batch = pa.record_batch([array], names=[_FIELD])
+    nulls = array.null_count
+    if run_end is None:
+        run_end, as_dictionary = _run_end_rule(array, dictionary, compression)
+    elif run_end and len(array) and can_run_end(_value_type(array)):
+        chosen = _choose_dictionary(array, dictionary)  # not necessarily long runs: hash to know
+        as_dictionary = pa.types.is_dictionary(chosen.type) and is_dictionary_presented(_value_type(chosen))
+    else:
+        run_end = False
+    if run_end:
+        stored = run_end_encode(array)
+        lo, hi = _min_max(stored.values)  # one value per run: the same bounds, fewer to compare
+    else:
+        stored = array = _choose_dictionary(array, dictionary)
+        as_dictionary = pa.types.is_dictionary(array.type) and is_dictionary_presented(_value_type(array))
+        lo, hi = _min_max(array)
+    batch = pa.record_batch([stored], names=[_FIELD])
     sink = pa.BufferOutputStream()
     if compression == "none":
         codec = None
@@ -175,16 +280,16 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
     with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
     payload = sink.getvalue()
-    is_dict = pa.types.is_dictionary(array.type)
-    header = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, FLAG_DICTIONARY if is_dict else 0, 0,
-                          zlib.crc32(payload), payload.size)
-    data = header + payload.to_pybytes()
-    stats = ChunkStats(len(array), array.null_count, lo, hi,
-                       is_dict and is_dictionary_presented(array.type.value_type), len(data))
-    return data, stats
+    # the dictionary flag says what the payload stores, or with run ends, how it is read
+    stores_dictionary = as_dictionary if run_end else pa.types.is_dictionary(stored.type)
+    flags = (FLAG_DICTIONARY if stores_dictionary else 0) | (FLAG_RUN_END if run_end else 0)
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
+    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, payload.size) + payload.to_pybytes()
+    return data, ChunkStats(len(array), nulls, lo, hi, as_dictionary, len(data))
 
 
-def _check_header(data: bytes | memoryview | pa.Buffer) -> tuple[int, int, int]:
+def _check_header(data: bytes | memoryview | pa.Buffer) -> tuple[int, int]:
+    """(flags, CRC) of a chunk whose header is well-formed."""
     if len(data) < HEADER_SIZE:
         raise ChunkFormatError(f"chunk is {len(data)} bytes, shorter than its header")
     magic, version, flags, reserved, crc, length = _HEADER.unpack_from(memoryview(data)[:HEADER_SIZE])
@@ -194,18 +299,21 @@ def _check_header(data: bytes | memoryview | pa.Buffer) -> tuple[int, int, int]:
         raise ChunkFormatError(
             f"chunk format version {version} is not supported (this build reads 1..{CHUNK_FORMAT_VERSION})"
         )
-    # The CRC covers the payload only, so header bits version 1 leaves unused must be zero.
-    if flags & ~FLAG_DICTIONARY or reserved:
+    # Bits a version leaves unused must be zero (version 1's CRC doesn't cover the header).
+    if flags & ~_VERSION_FLAGS[version] or reserved:
         raise ChunkFormatError(f"unknown header flags {flags:#04x}, reserved {reserved:#06x}")
     if length != len(data) - HEADER_SIZE:
         raise ChunkFormatError(f"payload is {len(data) - HEADER_SIZE} bytes, header says {length}")
-    return flags, crc, length
+    return flags, crc
 
 
 def verify_chunk(data: bytes | memoryview) -> None:
     """Raise ChunkFormatError unless the header is valid and the checksum holds."""
-    _, crc, _ = _check_header(data)
-    if zlib.crc32(memoryview(data)[HEADER_SIZE:]) != crc:
+    _, crc = _check_header(data)
+    view = memoryview(data)
+    # from version 2 on the CRC starts with the header's version, flags and reserved bytes
+    start = zlib.crc32(view[4:8]) if view[4] >= 2 else 0
+    if zlib.crc32(view[HEADER_SIZE:], start) != crc:
         raise ChunkFormatError("checksum mismatch")
 
 
@@ -214,7 +322,7 @@ _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
 
 def decode_chunk(data: bytes | memoryview) -> pa.Array:
     """Verify and decode one chunk to an Arrow array (dictionary arrays stay dictionary)."""
-    flags, _, _ = _check_header(data)
+    flags, _ = _check_header(data)
     verify_chunk(data)
     buf = pa.py_buffer(data).slice(HEADER_SIZE)
     try:
@@ -227,6 +335,17 @@ def decode_chunk(data: bytes | memoryview) -> pa.Array:
     if len(batches) != 1 or batches[0].num_columns != 1:
         raise ChunkFormatError("payload must hold exactly one batch of one column")
     array = batches[0].column(0)
+    if bool(flags & FLAG_RUN_END) != pa.types.is_run_end_encoded(array.type):
+        raise ChunkFormatError("the header's run-end flag does not match the payload")
+    if pa.types.is_run_end_encoded(array.type):
+        as_dictionary = bool(flags & FLAG_DICTIONARY)
+        try:
+            check_run_ends(array)
+        except ValueError as exc:
+            raise ChunkFormatError(f"invalid run-end encoding: {exc}") from exc
+        if as_dictionary and not is_dictionary_presented(array.type.value_type):
+            raise ChunkFormatError(f"the header's dictionary flag does not apply to {array.type.value_type}")
+        return run_end_decode(array, as_dictionary)
     if bool(flags & FLAG_DICTIONARY) != pa.types.is_dictionary(array.type):
         raise ChunkFormatError("the header's dictionary flag does not match the payload")
     if pa.types.is_dictionary(array.type):
