@@ -46,6 +46,7 @@ from colonnade.table.writer import (
     SegmentWriter,
     column_stats_from_text,
     segment_stats_from_json,
+    write_all,
 )
 
 if TYPE_CHECKING:
@@ -349,15 +350,8 @@ class Dataset:
         commit = Commit.new(kind, source=source, info=info, positions=positions,
                             schema=schema_to_json(merged) if merged is not None else None)
         writer = SegmentWriter(self.store, spec, commit.id, settings)
-        try:
-            for batch in _chain(first, batches):
-                writer.write(conform(self.name, batch, spec.schema, allow_missing=schema_mode == "merge"))
-                if on_batch is not None:
-                    on_batch(batch)
-            entries = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        entries = write_all(writer, _chain(first, batches), lambda b: conform(
+            self.name, b, spec.schema, allow_missing=schema_mode == "merge"), on_batch)
         reads = self.reads(read, changes_schema=merged is not None)
         if positions:
             reads = replace(reads, positions=frozenset(positions),
@@ -399,13 +393,7 @@ class Dataset:
         current = self.snapshot()
         commit = Commit.new("overwrite", source=source)
         writer = SegmentWriter(self.store, self.spec, commit.id)
-        try:
-            for batch in as_batches(data):
-                writer.write(self.conform(batch))
-            entries = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        entries = write_all(writer, as_batches(data), self.conform)
         removed = [s.segment for s in current.segments]
         return self._commit_entries(commit, entries, writer.bytes_written, removed=removed,
                                     reads=self.reads(current, removes=removed, whole_table=True))

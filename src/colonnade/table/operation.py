@@ -35,7 +35,7 @@ from colonnade.schema.types import schema_from_json
 from colonnade.storage.base import SegmentRow
 from colonnade.table.commits import Commit, SegmentEntry, Snapshot
 from colonnade.table.conform import as_batches, conform
-from colonnade.table.writer import SegmentWriter
+from colonnade.table.writer import SegmentWriter, write_all
 
 if TYPE_CHECKING:
     from colonnade.table.dataset import AppendResult, Dataset
@@ -126,15 +126,7 @@ def write_part(ds: Dataset, op: WriteOperation, data: Any, settings: WriteSettin
     check_parts(op, ds.name, ())
     spec = ds.spec.with_schema(schema_from_json(op.schema))
     writer = SegmentWriter(ds.store, spec, op.id, settings)
-    try:
-        for batch in as_batches(data):
-            writer.write(conform(ds.name, batch, spec.schema))
-            if on_batch is not None:
-                on_batch(batch)
-        entries = writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+    entries = write_all(writer, as_batches(data), lambda b: conform(ds.name, b, spec.schema), on_batch)
     return WrittenPart(op.id, tuple(entries), writer.rows, writer.bytes_written)
 
 

@@ -18,7 +18,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -286,3 +286,19 @@ class SegmentWriter:
         self._queue.put(None)
         self._thread.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def write_all(writer: SegmentWriter, batches: Iterable[pa.RecordBatch],
+              prepare: Callable[[pa.RecordBatch], pa.RecordBatch],
+              on_batch: Callable[[pa.RecordBatch], None] | None = None) -> list[SegmentEntry]:
+    """Write every batch (as ``prepare`` makes it: conformed to the dataset schema) and finish;
+    on any failure the writer is aborted (what it stored stays orphaned until vacuum)."""
+    try:
+        for batch in batches:
+            writer.write(prepare(batch))
+            if on_batch is not None:
+                on_batch(batch)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
