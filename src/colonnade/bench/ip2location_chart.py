@@ -27,7 +27,7 @@ def per_second(timeline: list[tuple[float, int]], width: float = 1.0) -> tuple[l
     ys: list[float] = []
     points = sorted(timeline)
     at, j, prev = width, 0, 0
-    while at <= end + width:
+    while at - width < end:
         while j < len(points) and points[j][0] <= at:
             j += 1
         done = points[j - 1][1] if j else 0

@@ -337,6 +337,6 @@ def run(contact: str, table: data.RangeTable, rows: int, seed: int, tag: str,
     rates = calibrate(contact, table, rows, tag, echo)
     processes = max(rates, key=lambda p: rates[p])
     layouts = {layout: run_layout(contact, layout, table, rows, processes, tag, seed, echo) for layout in LAYOUTS}
-    return {"contact": contact, "cassandra": version, "rows": rows, "settings": SETTINGS,
+    return {"contact": contact, "cassandra": version, "rows": rows, "tag": tag, "settings": SETTINGS,
             "calibration_rows_per_s": {str(p): r for p, r in rates.items()}, "processes": processes,
             "layouts": layouts}

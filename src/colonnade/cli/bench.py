@@ -182,10 +182,13 @@ def adimpressions(settings: Settings, events: int, store_uri: str | None, out: P
 @click.option("--reference-rows", type=int, default=100_000, show_default=True, metavar="N",
               help="Addresses (a prefix) loaded one Cassandra row each into the seed's two row layouts "
                    "(0: no reference).")
+@click.option("--cassandra", metavar="HOST:PORT",
+              help="Cassandra node of the row references (default: the store's node, else 127.0.0.1:9042; "
+                   "skipped when it does not answer).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed of the generated table.")
 @pass_settings
 def ip2location(settings: Settings, addresses: int, ranges: int | None, store_uri: str | None, out: Path,
-                workers: int | None, reference_rows: int, seed: int) -> None:
+                workers: int | None, reference_rows: int, cassandra: str | None, seed: int) -> None:
     """The IP2Location bulk-load study: a DB11-like range table expanded to one row per address,
     loaded by parallel workers in one commit; count(*), point lookups and counts by country,
     against the seed's one-row-per-address Cassandra layouts."""
@@ -203,4 +206,4 @@ def ip2location(settings: Settings, addresses: int, ranges: int | None, store_ur
 
     store = store_uri or (settings.store if settings.store_given else None)
     study.main(addresses=addresses, ranges=ranges, store=store, out=out, workers=workers,
-               reference_rows=reference_rows, seed=seed, echo=lambda line: click.echo(line, err=True))
+               reference_rows=reference_rows, seed=seed, cassandra=cassandra, echo=lambda line: click.echo(line, err=True))
