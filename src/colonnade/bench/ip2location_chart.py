@@ -49,12 +49,12 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
     ax = axes[0]
     load = report["load"]
     width = max(1.0, load["seconds"] / 60)
-    xs, ys = per_second([tuple(p) for p in load["timeline"]], width)
+    xs, ys = per_second([(float(t), int(n)) for t, n in load["timeline"]], width)
     ax.plot(xs, [y or float("nan") for y in ys], color=COLONNADE, drawstyle="steps-pre",
             label=f"colonnade ({report['store_kind']}): {load['rows_per_s']:,.0f}/s overall")
     for name, r in layouts.items():
         w = max(1.0, r["seconds"] / 30)
-        rx, ry = per_second([tuple(p) for p in r["timeline"]], w)
+        rx, ry = per_second([(float(t), int(n)) for t, n in r["timeline"]], w)
         ax.plot(rx, [y or float("nan") for y in ry], color=LAYOUT_COLOURS.get(name, "#777777"), drawstyle="steps-pre",
                 label=f"rows {r['primary_key']}: {r['rows_per_s']:,.0f}/s")
     ax.set_yscale("log")

@@ -49,6 +49,8 @@ PROCESS_CHOICES = (1, 2, 4)
 CALIBRATION_ROWS = 12_000
 CHUNK_ROWS = 5_000
 QUERY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 300.0
+INSERT_TIMEOUT_S = 3600.0
 LOOKUPS = 50
 GAP_LOOKUPS = 5
 LAYOUTS = {
@@ -67,6 +69,8 @@ SETTINGS = {
                  "the fastest loads both layouts, each process its own contiguous slice",
     "timing": "rows built before the clock starts; rows / (last acknowledged - first sent)",
     "queries": f"driver request timeout {QUERY_TIMEOUT_S:g} s; the node's own timeouts as configured",
+    "table options": "Cassandra's defaults (LZ4 SSTable compression); bytes on disk = the table's SSTable "
+                     "files after nodetool flush + compact (a node run by LocalCluster on this machine only)",
 }
 
 
@@ -153,9 +157,12 @@ def insert_rows(contact: str, table_name: str, table: data.RangeTable, rows: int
     for p in procs:
         p.start()
     try:
+        deadline = time.time() + READY_TIMEOUT_S
         for _ in procs:
             while not ready.acquire(timeout=1.0):
                 _check_workers(procs, out)
+                if time.time() > deadline:
+                    raise RuntimeError(f"inserting processes not ready after {READY_TIMEOUT_S:.0f} s")
         go.set()
         t0 = time.time()
         progress = [0] * len(procs)
@@ -167,6 +174,8 @@ def insert_rows(contact: str, table_name: str, table: data.RangeTable, rows: int
                 msg = out.get(timeout=1.0)
             except queue.Empty:
                 _check_workers(procs, None, spans)
+                if time.time() - t0 > INSERT_TIMEOUT_S:
+                    raise RuntimeError(f"inserting {rows:,} rows took longer than {INSERT_TIMEOUT_S:.0f} s") from None
                 continue
             if msg[0] == "progress":
                 progress[msg[1]] = msg[3]
@@ -237,8 +246,9 @@ def calibrate(contact: str, table: data.RangeTable, rows: int, tag: str,
 
 
 def run_layout(contact: str, layout: str, table: data.RangeTable, rows: int, processes: int, tag: str,
-               seed: int, echo: Callable[[str], None]) -> dict[str, Any]:
-    """Load one layout, run its queries, check the answers; the table is dropped after."""
+               seed: int, echo: Callable[[str], None], local: Any = None) -> dict[str, Any]:
+    """Load one layout, run its queries, check the answers, measure its SSTables (with
+    ``local``, the node's LocalCluster); the table is dropped after."""
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
 
@@ -300,6 +310,7 @@ def run_layout(contact: str, layout: str, table: data.RangeTable, rows: int, pro
                     problems.append(f"{layout} count for {code}: {n}, expected {truth[code]:,}")
                 by_country.append({"country": code, "answer": n, "expected": truth[code], "seconds": seconds,
                                    "error": error, "ok": error is None and n == truth[code]})
+            disk = _disk(local, name)
         finally:
             session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{name}", timeout=120)
     finally:
@@ -307,7 +318,20 @@ def run_layout(contact: str, layout: str, table: data.RangeTable, rows: int, pro
     return {"layout": layout, "primary_key": LAYOUTS[layout], "rows": rows, "seconds": loaded.seconds,
             "rows_per_s": loaded.rows_per_s, "processes": processes,
             "timeline": [(round(t, 3), n) for t, n in loaded.timeline], "count": counted, "lookups": summary,
-            "by_country": by_country, "problems": problems}
+            "by_country": by_country, "disk_bytes": disk, "problems": problems}
+
+
+def _disk(local: Any, name: str) -> int | None:
+    """Bytes of the table's SSTables after ``nodetool flush`` and ``compact`` (None without a
+    LocalCluster node, or if nodetool fails)."""
+    if local is None:
+        return None
+    from colonnade.bench.layouts import sstable_bytes
+
+    try:
+        return sstable_bytes(local, KEYSPACE, name)
+    except Exception:  # the figure is optional
+        return None
 
 
 def _matches(got: list[Any] | None, want: dict[str, Any] | None) -> bool:
@@ -330,13 +354,17 @@ def run(contact: str, table: data.RangeTable, rows: int, seed: int, tag: str,
         session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=120)
         version = session.execute("SELECT release_version FROM system.local").one()[0]
+        from colonnade.bench.layouts import local_cluster_for
+
+        local = local_cluster_for(session)
     finally:
         cluster.shutdown()
     echo(f"reference: one Cassandra row per address on {contact}, first {rows:,} addresses; "
          f"processes {'/'.join(map(str, PROCESS_CHOICES))} tried on {min(rows, CALIBRATION_ROWS):,} rows")
     rates = calibrate(contact, table, rows, tag, echo)
     processes = max(rates, key=lambda p: rates[p])
-    layouts = {layout: run_layout(contact, layout, table, rows, processes, tag, seed, echo) for layout in LAYOUTS}
+    layouts = {layout: run_layout(contact, layout, table, rows, processes, tag, seed, echo, local)
+               for layout in LAYOUTS}
     return {"contact": contact, "cassandra": version, "rows": rows, "tag": tag, "settings": SETTINGS,
             "calibration_rows_per_s": {str(p): r for p, r in rates.items()}, "processes": processes,
             "layouts": layouts}

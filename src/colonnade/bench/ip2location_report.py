@@ -97,6 +97,13 @@ def _shown(t: dict[str, Any]) -> str:
     return {"/s": _rate(v), "x": f"{v:,.0f}x", "B": f"{v:.3f} B", "s": _ms(v)}[t["unit"]]
 
 
+def _per(nbytes: int | None, rows: int) -> str:
+    if not nbytes:
+        return "-"
+    per = nbytes / max(1, rows)
+    return f"{per:,.3f}" if per < 10 else f"{per:,.1f}"
+
+
 def _met(m: bool | None) -> str:
     return "n/a" if m is None else ("yes" if m else "**no**")
 
@@ -109,15 +116,16 @@ def markdown(report: dict[str, Any]) -> str:
              f"{load['workers']} worker processes (each generates its slice of the address space and writes it "
              f"with `write_part`), committed once.", "",
              "## Load", "",
-             "| system | rows | wall time | addresses/s | bytes stored per address |", "|---|---|---|---|---|",
+             "| system | rows | wall time | addresses/s | bytes stored per address | on disk per address |",
+             "|---|---|---|---|---|---|",
              f"| colonnade ({report['store_kind']}) | {load['rows']:,} | {load['seconds']:,.1f} s | "
-             f"**{_rate(load['rows_per_s'])}** | {load['bytes_per_address']:.3f} |"]
+             f"**{_rate(load['rows_per_s'])}** | {load['bytes_per_address']:.3f} | {_per(load.get('disk_bytes'), load['rows'])} |"]
     ref = report.get("reference") or {}
     for r in (ref.get("layouts") or {}).values():
         lines.append(f"| cassandra rows `{r['primary_key']}` | {r['rows']:,} | {r['seconds']:,.1f} s | "
-                     f"{_rate(r['rows_per_s'])} | - |")
+                     f"{_rate(r['rows_per_s'])} | - | {_per(r.get('disk_bytes'), r['rows'])} |")
     if ref.get("skipped"):
-        lines.append(f"| cassandra rows (both layouts) | skipped: {ref['skipped']} | | | |")
+        lines.append(f"| cassandra rows (both layouts) | skipped: {ref['skipped']} | | | | |")
     col_bytes = load["column_bytes"]
     lines += ["", f"Wall time runs from starting the workers to the commit (process start-up and data generation "
                   f"included); the commit took {_ms(load['commit_s'])}. Worker CPU: "
@@ -125,9 +133,9 @@ def markdown(report: dict[str, Any]) -> str:
                   + f" ({sum(load['worker_cpu_s']) / max(1, load['rows']) * 1e9:,.0f} ns per address). "
                   f"{load['segments']:,} segments. Stored bytes (chunk bytes the store holds, per column, per "
                   "address): " + ", ".join(f"{k} {v / max(1, load['rows']):.4f}" for k, v in col_bytes.items())
-                  + (f"; the SQLite file is {load['disk_bytes'] / 2**20:,.1f} MiB "
-                     f"({load['disk_bytes'] / max(1, load['rows']):.3f} B per address)" if load.get("disk_bytes") else "")
-                  + ".", ""]
+                  + (f"; the SQLite file is {load['disk_bytes'] / 2**20:,.1f} MiB" if report["store_kind"] == "sqlite"
+                     and load.get("disk_bytes") else "")
+                  + (f"; {load['disk_note']}" if load.get("disk_note") else "") + ".", ""]
     lines += ["## Queries", "", "| query | colonnade | " + " | ".join(
         f"rows `{r['primary_key']}`" for r in (ref.get("layouts") or {}).values()) + " |",
         "|---|---|" + "---|" * len(ref.get("layouts") or {})]
