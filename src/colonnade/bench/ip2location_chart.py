@@ -3,7 +3,7 @@
 1. load rate over time: Colonnade's (addresses handed to the writers per second, all workers)
    and each row layout's inserts per second, log scale;
 2. point-lookup latency: every lookup of each system as a dot, sorted (p50 and p95 marked),
-   log scale;
+   log scale (the row layouts: with ``ALLOW FILTERING``, and with the partition key given);
 3. bytes stored per address, per column (Colonnade).
 
 Matplotlib's Agg backend: no display needed.
@@ -53,7 +53,7 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
     ax.plot(xs, [y or float("nan") for y in ys], color=COLONNADE, drawstyle="steps-pre",
             label=f"colonnade ({report['store_kind']}): {load['rows_per_s']:,.0f}/s overall")
     for name, r in layouts.items():
-        w = max(1.0, r["seconds"] / 30)
+        w = max(5.0, r["seconds"] / 10)  # progress comes every 5,000 rows: windows must hold some
         rx, ry = per_second([(float(t), int(n)) for t, n in r["timeline"]], w)
         ax.plot(rx, [y or float("nan") for y in ry], color=LAYOUT_COLOURS.get(name, "#777777"), drawstyle="steps-pre",
                 label=f"rows {r['primary_key']}: {r['rows_per_s']:,.0f}/s")
@@ -66,10 +66,10 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
     series = [("colonnade", [r["seconds"] for r in report["queries"]["lookups"]["runs"]], COLONNADE)]
     for name, r in layouts.items():
         colour = LAYOUT_COLOURS.get(name, "#777777")
-        key = r["primary_key"].removeprefix("PRIMARY KEY ")
+        key = name.replace("_", "+")
         for kind, label in (("ip_only", "ALLOW FILTERING"), ("partition_key_known", "key known")):
             runs = [x["seconds"] for x in r["lookups"][kind]["runs"] if x["error"] is None]
-            series.append((f"{key}\n{label}", runs, colour))
+            series.append((f"rows: {key}\n{label}", runs, colour))
     for i, (_, values, colour) in enumerate(series):
         ordered = sorted(values)
         if not ordered:
@@ -80,7 +80,7 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
         p50, p95 = ordered[max(0, (n + 1) // 2 - 1)], ordered[max(0, -(-95 * n // 100) - 1)]
         ax.hlines([p50 * 1000, p95 * 1000], i - 0.35, i + 0.35, colors=["black", "grey"], linewidth=1)
         ax.text(i, p95 * 1000 * 1.15, f"p50 {p50 * 1000:.1f}\np95 {p95 * 1000:.1f}", ha="center", fontsize=7)
-    ax.set_xticks(range(len(series)), [s[0] for s in series], fontsize=7)
+    ax.set_xticks(range(len(series)), [s[0] for s in series], fontsize=7, rotation=15)
     ax.set_yscale("log")
     ax.set_ylabel("milliseconds per lookup, log", fontsize=8)
     ax.set_title("point lookups WHERE ip = X (sorted; p50 black, p95 grey)", fontsize=11)
