@@ -130,7 +130,7 @@ def _notes(report: dict[str, Any]) -> list[str]:
             rate = r["rows"] / c["seconds"]
             notes.append(f"{name}: COUNT(*) read {rate:,.0f} rows/s over its {r['rows']:,} rows; at that rate "
                          f"the {load['rows']:,} rows loaded here would take ~{load['rows'] / rate:,.0f} s "
-                         "(an extrapolation; Cassandra's default range_request_timeout is 10 s)")
+                         "(an extrapolation): past the driver's default request timeout of 10 s")
     return notes
 
 
