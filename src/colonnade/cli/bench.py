@@ -163,3 +163,47 @@ def adimpressions(settings: Settings, events: int, store_uri: str | None, out: P
                cassandra=cassandra, rate=rate, freshness_seconds=freshness_seconds,
                commit_interval=commit_interval, references=wanted, seed=seed, keep_topic=keep_topic,
                preload=preload, echo=lambda line: click.echo(line, err=True))
+
+
+@bench.command("ip2location")
+@click.option("--addresses", type=int, default=100_000_000, show_default=True, metavar="N",
+              help="Addresses (rows) the generated range table expands to.")
+@click.option("--ranges", type=int, metavar="N",
+              help="IPv4 ranges of the generated DB11-like table (default: one per 700 addresses, "
+                   "DB11's density).")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to load (default: the group's --store if given, else a fresh scratch SQLite "
+                   "store in --out).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True,
+              help="Where ip2location-<store kind>.json, .md and .png go.")
+@click.option("--workers", type=int, metavar="N",
+              help="Processes that generate and write the rows (default: one per CPU).")
+@click.option("--reference-rows", type=int, default=100_000, show_default=True, metavar="N",
+              help="Addresses (a prefix) loaded one Cassandra row each into the seed's two row layouts "
+                   "(0: no reference).")
+@click.option("--cassandra", metavar="HOST:PORT",
+              help="Cassandra node of the row references (default: the store's node, else 127.0.0.1:9042; "
+                   "skipped when it does not answer).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed of the generated table.")
+@pass_settings
+def ip2location(settings: Settings, addresses: int, ranges: int | None, store_uri: str | None, out: Path,
+                workers: int | None, reference_rows: int, cassandra: str | None, seed: int) -> None:
+    """The IP2Location bulk-load study: a DB11-like range table expanded to one row per address,
+    loaded by parallel workers in one commit; count(*), point lookups and counts by country,
+    against the seed's one-row-per-address Cassandra layouts."""
+    from colonnade.cli.cleanup import OptionError
+
+    if addresses < 1:
+        raise OptionError(f"--addresses must be at least 1, got {addresses}")
+    if ranges is not None and not 1 <= ranges <= addresses:
+        raise OptionError(f"--ranges must be between 1 and --addresses ({addresses:,}), got {ranges}")
+    if workers is not None and workers < 1:
+        raise OptionError(f"--workers must be at least 1, got {workers}")
+    if reference_rows < 0:
+        raise OptionError(f"--reference-rows must be 0 or more, got {reference_rows}")
+    from colonnade.bench import ip2location as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(addresses=addresses, ranges=ranges, store=store, out=out, workers=workers,
+               reference_rows=reference_rows, seed=seed, cassandra=cassandra, echo=lambda line: click.echo(line, err=True))
