@@ -212,7 +212,7 @@ def test_random_data_is_not_run_end_encoded() -> None:
         "bools": pa.array(rng.random(n) < 0.5),
         "strings": pa.array([f"s{v}" for v in rng.integers(0, 1 << 30, n)]),
         "categories": pa.array([["red", "green", "blue"][v] for v in rng.integers(0, 3, n)]),
-        "sorted distinct": pa.array(np.arange(n)),  # sorted, but no value repeats
+        "sorted distinct": pa.array(np.arange(n) * 3 + rng.integers(0, 3, n)),  # no repeats, uneven steps
     }
     for name, array in columns.items():
         chunk, stats = encode_chunk(array)
