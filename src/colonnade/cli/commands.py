@@ -101,7 +101,7 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
     that exists is taken as it is), or '-' for standard input, which is copied to a temporary
     file first (in $TMPDIR) and identified by the digest of its content: piping the same data
     again adds nothing. '-' alone with --format arrow reads an Arrow IPC stream batch by batch
-    as it arrives (nothing spooled), in one commit.
+    as it arrives (nothing spooled; unless --schema-mode merge), in one commit.
 
     With --workers N (2 or more), N processes read and write the files (CSV/TSV cut into byte
     ranges, Parquet into row groups) and the whole input is one commit: re-running the same
@@ -110,6 +110,10 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
     A new dataset takes the column types inferred from the first rows of the first file; they
     are printed on stderr, with a warning for each column made text by a few values that are not
     numbers or dates. Ctrl-C says whether each file's commit landed, and exits with 130."""
+    if workers > 1:
+        from colonnade.ingest.pool import prestart
+
+        prestart()  # the workers' fork server imports while this process does
     from colonnade.cli.progress import ingest_progress, summary
     from colonnade.ingest.interrupts import IngestInterrupted
     from colonnade.ingest.pipeline import ingest as run_ingest
@@ -120,7 +124,7 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
         from colonnade.schema.types import parse_schema_text
 
         schema = parse_schema_text(schema_file.read_text(), source=str(schema_file))
-    if inputs == ["-"] and fmt == "arrow":
+    if inputs == ["-"] and fmt == "arrow" and schema_mode == "strict":  # merge: spooled
         _ingest_arrow_stdin(settings, dataset, source_id=source_id, force=force,
                             schema_mode=schema_mode, partition_by=partition_by,
                             sort_by=_split(sort_by), segment_rows=segment_rows, as_json=as_json)

@@ -35,6 +35,7 @@ from colonnade.ingest.pipeline import (
     dataset_for,
 )
 from colonnade.ingest.progress import NullProgress, Progress
+from colonnade.table.conform import conform
 from colonnade.table.dataset import Dataset
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ def ingest_arrow_stream(store: Store, dataset_name: str, stream: BinaryIO, *,
         target = dataset_for(store, dataset_name, lambda: reader.schema, partition_by, sort_by,
                              segment_rows, compression)
         assert target is not None
+        # a stream whose columns the dataset can't take fails before anything is written
+        conform(target.name, pa.RecordBatch.from_pylist([], schema=reader.schema), target.schema)
         progress.start(1, 0)
         progress.start_file(name, 0)
         if source_id is not None and not force and target.find_source(source_id) is not None:

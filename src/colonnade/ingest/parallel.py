@@ -28,6 +28,7 @@ them.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import signal
 import tempfile
@@ -56,7 +57,7 @@ from colonnade.ingest.pipeline import (
     load_schema,
     report_inference,
 )
-from colonnade.ingest.pool import Pool, WorkerDied, WorkerHandle
+from colonnade.ingest.pool import Pool, WorkerHandle
 from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.sources import ParquetSource, detect_format, open_source
 from colonnade.ingest.tasks import (
@@ -163,7 +164,9 @@ class _Run:
         result = IngestResult(self.target.name, created=new_dataset)
         setup = WorkerSetup(self.target.store.uri, opts.settings, opts.fmt, opts.header,
                             opts.on_error == "quarantine", opts.max_errors, opts.block_size,
-                            opts.prefetch, str(self.scratch))
+                            opts.prefetch, str(self.scratch),
+                            tuple((k, v) for k, v in os.environ.items() if k.startswith("COLONNADE_")),
+                            os.getcwd())
         dispatcher: _Dispatcher | None = None
         try:
             pool = Pool(self.workers, setup)
@@ -180,6 +183,7 @@ class _Run:
                     self.writer = writer = Dataset(cast("ChunkStore", HeldCommits(self.target.store)),
                                                    self.target.spec, recorded=self.target.recorded)
                     self.op = op = writer.prepare_write(source=identity)
+                    pool.ready()
                     pool.begin(op.to_json(), self.target.spec.to_json())
                     dispatcher = _Dispatcher(self, pool)
                     dispatcher.run()
@@ -290,9 +294,10 @@ class _Run:
             appended = writer.commit_write(op, parts, force=self.options.force, info={
                 "input": self.label, "run": self.run_id, "workers": self.workers})
         except KeyboardInterrupt:
-            if self._landed():
+            landed = self._landed()
+            if landed is not None:
                 self.committed = True
-                self._results(result, dispatcher, writer.version)
+                self._results(result, dispatcher, landed)
                 raise IngestInterrupted(result, []) from None
             raise
         finally:
@@ -311,14 +316,18 @@ class _Run:
             raise IngestInterrupted(result, [])
         return result
 
-    def _landed(self) -> bool:
-        """After Ctrl-C in the commit (its record written with SIGINT held): did it land?"""
+    def _landed(self) -> int | None:
+        """After Ctrl-C in the commit (its record written with SIGINT held): its version if it
+        landed."""
         assert self.writer is not None and self.op is not None
         try:
             with interrupts_held():
-                return any(c.id == self.op.id for c in self.writer.history(after=self.op.read_version))
+                for commit in self.writer.history(after=self.op.read_version):
+                    if commit.id == self.op.id:
+                        return commit.version
         except Exception:  # noqa: BLE001 - unknown: said as not committed, its segments for vacuum
-            return False
+            return None
+        return None
 
     def _results(self, result: IngestResult, dispatcher: _Dispatcher, version: int | None,
                  skipped: str | None = None) -> None:
@@ -412,14 +421,14 @@ class _Dispatcher:
         self.shown = 0  # bytes reported so far (never decreasing)
 
     def run(self) -> None:
-        """Until every task needed is written; raises the first final error, or WorkerDied as
-        an IngestError naming the task."""
+        """Until every task needed is written; raises the first final error, or an IngestError
+        naming the task of a worker that died."""
         while not self._finished():
-            try:
-                messages = self.pool.receive()
-            except WorkerDied as exc:
-                raise self._died(exc.worker) from None
-            self.take(messages)
+            self.take(self.pool.receive())
+            dead, last = self.pool.dead()
+            if dead is not None:
+                self.take(last)  # a part it handed back before it died is aborted with the rest
+                raise self._died(dead)
             self._decide()
             self._report()
 
@@ -427,6 +436,8 @@ class _Dispatcher:
         for worker, msg in messages:
             kind, tid = msg[0], msg[1] if len(msg) > 1 else None
             if kind == "failed":
+                if worker.exited:  # heard while shutting down: no news
+                    continue
                 raise IngestError(f"worker process {worker.number} could not start: {msg[2]}")
             if kind == "ready":
                 worker.ready = True

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,10 +114,13 @@ def scan_csv(path: Path, data_start: int, data_line: int, target: int, quote: in
     quotes = 0  # quote bytes in [data_start, pos)
     lines = 1  # line of byte pos
     seeking: tuple[int, int] | None = None  # (offset to look from, quotes in [data_start, it))
-    with open(path, "rb") as f:
+    hashing: Future[None] | None = None  # the digest of the previous chunk, in a thread
+    with open(path, "rb") as f, ThreadPoolExecutor(1, "colonnade-scan-digest") as digester:
         while chunk := f.read(SCAN_CHUNK):
-            if h is not None:
-                h.update(chunk)
+            if h is not None:  # hashlib lets go of the GIL: digesting overlaps counting
+                if hashing is not None:
+                    hashing.result()
+                hashing = digester.submit(h.update, chunk)
             end = pos + len(chunk)
             while True:
                 if seeking is None:
@@ -140,6 +144,8 @@ def scan_csv(path: Path, data_start: int, data_line: int, target: int, quote: in
             pos = end
             if on_read is not None:
                 on_read(pos)
+        if hashing is not None:
+            hashing.result()
     bounds = [(data_start, data_line), *cuts, (size, 0)]
     ranges = [(a, b, line) for (a, line), (b, _) in zip(bounds, bounds[1:], strict=False) if b > a]
     return ScannedFile(h.hexdigest() if h is not None else None, size, ranges)

@@ -23,6 +23,7 @@ pipe, and the worker exits at its next message, removing what its current task w
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,34 +60,45 @@ class WorkerSetup:
     block_size: int | None
     prefetch: int
     scratch: str  # the directory of the per-task rejects files
+    #: the coordinator's ``COLONNADE_*`` environment (a worker forked from a long-lived fork
+    #: server would otherwise see the server's: settings, fault points)
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = ""  # the coordinator's working directory (relative paths are relative to it)
 
 
 def worker_main(conn: Connection, stop: Event, setup: WorkerSetup) -> None:
     """The worker process (the target of ``multiprocessing.Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import colonnade
+    for key in [k for k in os.environ if k.startswith("COLONNADE_")]:
+        del os.environ[key]
+    os.environ.update(dict(setup.env))
+    if setup.cwd:
+        os.chdir(setup.cwd)
     from colonnade.faults import fault_point
     from colonnade.schema.spec import DatasetSpec
+    from colonnade.storage import open_store
     from colonnade.table.dataset import Dataset
     from colonnade.table.operation import WriteOperation
 
     try:
         try:
-            store = colonnade.connect(setup.uri)
+            store = open_store(setup.uri)
         except Exception as exc:  # noqa: BLE001 - said to the coordinator, which raises it
             conn.send(("failed", None, str(exc) or type(exc).__name__))
             return
-        with store:
+        try:
             conn.send(("ready",))
             first = conn.recv()
             if first is None:
                 return
             op = WriteOperation.from_json(first[0])
-            target = Dataset(store.chunk_store, DatasetSpec.from_json(first[1]), recorded=False)
+            target = Dataset(store, DatasetSpec.from_json(first[1]), recorded=False)
             job = _Worker(conn, stop, target, op, setup)
             while (task := conn.recv()) is not None:
                 fault_point("worker_task")
                 job.run(task)
+        finally:
+            store.close()
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the coordinator is gone: nothing to report to
 
