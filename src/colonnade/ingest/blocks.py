@@ -94,6 +94,7 @@ class BlockReader:
         self.line = first_line  # the line of the first byte not yet handed out
         #: every record so far ended where counting quotes says (no quote replayed, no bad record)
         self.by_parity = True
+        self._at_start = at_start
         while len(self._buf) < NEWLINE_SAMPLE and self._fill():
             pass  # enough text to tell the line terminator (blocks can be tiny)
         if at_start and self._buf.startswith(UTF8_BOM):
@@ -249,7 +250,8 @@ class BlockReader:
         return int(np.count_nonzero(view == self.dialect.newline))
 
     def __iter__(self) -> Iterator[Block]:
-        limit = min(FIRST_BLOCK_SIZE, self.block_size)
+        # a range of a file (not its start) comes after others: no need for early first rows
+        limit = min(FIRST_BLOCK_SIZE if self._at_start else self.block_size, self.block_size)
         while True:
             good = bad = 0
             reason: str | None = None

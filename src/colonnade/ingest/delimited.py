@@ -73,6 +73,9 @@ class CsvOptions:
     byte_range: tuple[int, int] | None = None
     first_line: int = 1
     newline: int | None = None
+    #: Parse a block with pyarrow's threads (False: in the calling thread — a worker process of
+    #: a parallel ingest, whose parallelism is the processes).
+    threads: bool = True
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,7 @@ class DelimitedSource(Source):
                 self._report(block.first_line, None, block.bad, block.data)
                 continue
             data = block.data
-            table, problem = self._parse(data, 0, len(data), threads=True)
+            table, problem = self._parse(data, 0, len(data), threads=self.options.threads)
             if problem is not None:
                 table = self._salvage(block, problem)
             if table is None or not table.num_rows:
@@ -369,7 +372,8 @@ class DelimitedSource(Source):
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == self.dialect.newline)
 
         def parse(start: int, stop: int) -> tuple[pa.Table | None, _Problem | None]:
-            return self._parse(data, start, stop, threads=stop - start > 4 * PARSE_BLOCK_SIZE)
+            return self._parse(data, start, stop, threads=self.options.threads
+                               and stop - start > 4 * PARSE_BLOCK_SIZE)
 
         pieces: list[pa.Table] = []
         for i, table, found in _bisect(starts, stops, parse, problem):

@@ -166,7 +166,7 @@ class _Run:
                             opts.on_error == "quarantine", opts.max_errors, opts.block_size,
                             opts.prefetch, str(self.scratch),
                             tuple((k, v) for k, v in os.environ.items() if k.startswith("COLONNADE_")),
-                            os.getcwd())
+                            os.getcwd(), threads=self.workers < (os.cpu_count() or 1))
         dispatcher: _Dispatcher | None = None
         try:
             pool = Pool(self.workers, setup)

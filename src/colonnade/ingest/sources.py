@@ -71,7 +71,8 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
                 target: pa.Schema | None = None, on_reject: OnReject | None = None,
                 block_size: int | None = None, name: str | None = None,
                 byte_range: tuple[int, int] | None = None, first_line: int = 1,
-                newline: int | None = None, row_groups: tuple[int, ...] | None = None) -> Source:
+                newline: int | None = None, row_groups: tuple[int, ...] | None = None,
+                threads: bool = True) -> Source:
     """Open ``path`` as a source of record batches.
 
     ``target`` is the dataset's schema when the dataset exists: CSV columns take its types.
@@ -79,7 +80,7 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
     ``name`` is how messages name the input (default: the path). A part of a file (what a
     worker of a parallel ingest reads): ``byte_range``, ``first_line`` and ``newline`` of an
     uncompressed CSV file (see :class:`~colonnade.ingest.delimited.CsvOptions`), ``row_groups``
-    of a Parquet file.
+    of a Parquet file; ``threads=False`` parses CSV in the calling thread.
     """
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
@@ -94,7 +95,7 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
     options = CsvOptions(delimiter=sep, header=header, columns=tuple(columns) if columns else None,
                          schema=schema, quote_char=quote_char, compression=form.compression,
                          block_size=block_size or DEFAULT_BLOCK_SIZE, byte_range=byte_range,
-                         first_line=first_line, newline=newline)
+                         first_line=first_line, newline=newline, threads=threads)
     return DelimitedSource(path, options, target=target, on_reject=on_reject, name=name)
 
 

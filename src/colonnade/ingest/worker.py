@@ -64,6 +64,7 @@ class WorkerSetup:
     #: server would otherwise see the server's: settings, fault points)
     env: tuple[tuple[str, str], ...] = ()
     cwd: str = ""  # the coordinator's working directory (relative paths are relative to it)
+    threads: bool = True  # parse CSV with pyarrow's threads (not when workers fill the cores)
 
 
 def worker_main(conn: Connection, stop: Event, setup: WorkerSetup) -> None:
@@ -173,7 +174,7 @@ class _Worker:
                            on_reject=on_reject, block_size=setup.block_size, name=task.name,
                            byte_range=(task.start, task.stop) if ranged else None,
                            first_line=task.first_line if ranged else 1,
-                           newline=layout.newline if ranged else None)
+                           newline=layout.newline if ranged else None, threads=setup.threads)
 
     def _batches(self, task: Task, source: Any, by_parity: list[bool]) -> Iterator[pa.RecordBatch]:
         """The source's batches (read one ahead in a thread), with progress sent as the writer
