@@ -14,6 +14,13 @@ Points (in the order an append reaches them):
 ``before_commit``      every segment is stored, the commit record is not (each attempt)
 ``after_commit``       the commit record is written, the caller has not been told
 
+Point of a worker process of a parallel ingest (``colonnade ingest --workers N``; each worker
+counts its own passes, and the coordinator never reaches it, so ``before_commit`` kills only
+the coordinator and ``worker_task`` only workers):
+
+``worker_task``        a worker was handed a task (the N-th this worker takes) and has not
+                       started it: the parts of its earlier tasks are written and handed back
+
 Points of a stream (``colonnade stream``), in the order a micro-batch reaches them:
 
 ``after_poll``         a poll's messages are decoded and buffered, nothing written
@@ -30,7 +37,7 @@ from functools import lru_cache
 
 ENV = "COLONNADE_FAULTS"
 POINTS = ("after_segment_row", "after_chunks", "before_commit", "after_commit",
-          "after_poll", "after_rejects", "after_stream_commit")
+          "worker_task", "after_poll", "after_rejects", "after_stream_commit")
 ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 
 _counts: dict[str, int] = {}

@@ -136,14 +136,17 @@ class Store:
                                   compression=compression, created=time.time())
         return Dataset(self.chunk_store, spec, recorded=False)
 
-    def ingest(self, name: str, paths: str | Path | Iterable[str | Path], **options: Any) -> IngestResult:
+    def ingest(self, name: str, paths: str | Path | Iterable[str | Path], workers: int = 1,
+               **options: Any) -> IngestResult:
         """Ingest files (CSV, TSV, Parquet, Arrow IPC) into dataset ``name``, created from the
         first file's schema if absent; each file is one commit, and a file ingested before is
-        skipped unless ``force=True``. ``options`` are those of :func:`colonnade.ingest.ingest`
-        (``partition_by``, ``sort_by``, ``schema_mode``, ``on_error``, ``progress``, ...)."""
+        skipped unless ``force=True``. With ``workers`` ≥ 2, that many processes read and write
+        the files and the whole input set is one commit (re-running it adds nothing).
+        ``options`` are those of :func:`colonnade.ingest.ingest` (``partition_by``, ``sort_by``,
+        ``schema_mode``, ``on_error``, ``progress``, ...)."""
         from colonnade.ingest.pipeline import ingest
 
-        return ingest(self, name, paths, **options)
+        return ingest(self, name, paths, workers=workers, **options)
 
     def resolve(self, name: str) -> str:
         """The stored name of dataset ``name``, matched as SQL matches names (ignoring case);

@@ -85,24 +85,35 @@ def _delimiter(text: str | None) -> str | None:
 @click.option("--force", is_flag=True, help="Ingest even if this source was ingested before.")
 @click.option("--schema-mode", type=click.Choice(["strict", "merge"]), default="strict",
               show_default=True, help="merge: add new columns of the data to the dataset.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Read and write with N processes; the whole input is then one commit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_settings
 def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | None,
            delimiter: str | None, no_header: bool, columns: str | None, schema_file: Path | None,
            partition_by: str | None, sort_by: str | None, segment_rows: int | None, on_error: str,
            max_errors: int | None, rejects: Path | None, source_id: str | None, force: bool,
-           schema_mode: str, as_json: bool) -> None:
+           schema_mode: str, workers: int, as_json: bool) -> None:
     """Load files (CSV, TSV, Parquet, Arrow IPC) into DATASET, created if missing.
 
     Each file is one commit; a file already ingested (same content) is skipped unless --force.
     FILE may be a quoted pattern ('data/*.csv': the matching files, in sorted order; a path
     that exists is taken as it is), or '-' for standard input, which is copied to a temporary
     file first (in $TMPDIR) and identified by the digest of its content: piping the same data
-    again adds nothing.
+    again adds nothing. '-' alone with --format arrow reads an Arrow IPC stream batch by batch
+    as it arrives (nothing spooled; unless --schema-mode merge), in one commit.
+
+    With --workers N (2 or more), N processes read and write the files (CSV/TSV cut into byte
+    ranges, Parquet into row groups) and the whole input is one commit: re-running the same
+    files adds nothing; a bad row (strict), a failed worker or Ctrl-C commits nothing.
 
     A new dataset takes the column types inferred from the first rows of the first file; they
     are printed on stderr, with a warning for each column made text by a few values that are not
     numbers or dates. Ctrl-C says whether each file's commit landed, and exits with 130."""
+    if workers > 1:
+        from colonnade.ingest.pool import prestart
+
+        prestart()  # the workers' fork server imports while this process does
     from colonnade.cli.progress import ingest_progress, summary
     from colonnade.ingest.interrupts import IngestInterrupted
     from colonnade.ingest.pipeline import ingest as run_ingest
@@ -113,6 +124,11 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
         from colonnade.schema.types import parse_schema_text
 
         schema = parse_schema_text(schema_file.read_text(), source=str(schema_file))
+    if inputs == ["-"] and fmt == "arrow" and schema_mode == "strict":  # merge: spooled
+        _ingest_arrow_stdin(settings, dataset, source_id=source_id, force=force,
+                            schema_mode=schema_mode, partition_by=partition_by,
+                            sort_by=_split(sort_by), segment_rows=segment_rows, as_json=as_json)
+        return
     result = None
     with _spooled_stdin("-" in inputs, fmt) as stdin:
         paths = [stdin.path if p == "-" and stdin is not None else Path(p) for p in inputs]
@@ -127,7 +143,7 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
                     on_error=on_error, max_errors=max_errors, rejects=rejects,
                     source_id=source_id, force=force, schema_mode=schema_mode,
                     partition_by=partition_by, sort_by=_split(sort_by), segment_rows=segment_rows,
-                    progress=progress, names=names, sources=sources)
+                    progress=progress, names=names, sources=sources, workers=workers)
                 created = store.dataset(dataset).schema if result.created and result.inferred else None
                 for f in result.files:  # inputs the ingest did not open under their name
                     f.path = names.get(f.path, f.path)
@@ -142,6 +158,27 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
             _interrupted("interrupted after the ingest was done")
     if created is not None:
         _print_created(dataset, created, result)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(summary(result))
+
+
+def _ingest_arrow_stdin(settings: Settings, dataset: str, *, as_json: bool, **options: Any) -> None:
+    """An Arrow IPC stream on standard input, appended batch by batch in one commit."""
+    from colonnade.cli.progress import ingest_progress, summary
+    from colonnade.ingest.arrow_stream import ingest_arrow_stream
+
+    result = None
+    try:
+        with settings.connect(must_exist=False) as store, \
+                ingest_progress(enabled=stderr_is_tty()) as progress:
+            result = ingest_arrow_stream(store, dataset, sys.stdin.buffer, name=STDIN,
+                                         progress=progress, **options)
+    except KeyboardInterrupt:
+        if result is None:
+            _interrupted(f"interrupted: nothing committed to {dataset}")
+        raise
     if as_json:
         echo_json(result.to_dict())
     else:

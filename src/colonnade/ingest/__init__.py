@@ -1,8 +1,10 @@
 """Ingest: files (CSV/TSV, Parquet, Arrow IPC) into datasets, with bad rows caught by line.
 
 ``ingest(store, name, paths)`` creates the dataset if needed and appends each file in one commit;
-``ingest_files(dataset, paths)`` appends to an existing dataset. See :mod:`.pipeline` for the
-commit and idempotency rules, :mod:`.delimited` for how CSV rows are validated and located,
+``ingest_files(dataset, paths)`` appends to an existing dataset. ``ingest(..., workers=N)``
+writes the files with N processes in one commit (:mod:`.parallel`: the plan in :mod:`.tasks`,
+the processes in :mod:`.pool` and :mod:`.worker`); :mod:`.arrow_stream` appends an Arrow IPC
+stream (standard input) in one commit. See :mod:`.pipeline` for the commit and idempotency rules, :mod:`.delimited` for how CSV rows are validated and located,
 :mod:`.rejects` for the quarantine file format, :mod:`.progress` for the events a progress
 display is driven by, and :mod:`.interrupts` for what Ctrl-C reports.
 

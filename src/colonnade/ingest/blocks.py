@@ -11,6 +11,12 @@ closes is handed out alone as a *bad* block (its reason set): the line the quote
 the input ends inside the quote or when ``max_record_bytes`` pass without a record end; reading
 then resumes on the next line, so one stray quote costs one row, never the rest of the file nor
 more memory than ``max_record_bytes``.
+
+A reader can also read one byte range of a file (a parallel ingest cuts files into ranges that
+start on record boundaries, found by counting quotes): it is then told the range's first line
+and the line terminator, and says afterwards (:attr:`BlockReader.by_parity`) whether every
+record it cut ended where counting quotes says records end — if not, the cut points that
+counting chose after this range may be wrong.
 """
 
 from __future__ import annotations
@@ -68,11 +74,14 @@ class BlockReader:
 
     ``position`` tells how many bytes of the input file the stream has consumed; give it for a
     compressed stream (block positions are then estimated from it), leave it out when the stream
-    is the file itself (positions are exact)."""
+    is the file itself (positions are exact). For a stream that is a byte range of a file (not
+    its start), give ``first_line`` (the line the range starts on), ``newline`` (the file's line
+    terminator byte) and ``at_start=False`` (a byte order mark is only one at the file's start)."""
 
     def __init__(self, stream: BinaryIO, dialect: Dialect, path: str,
                  position: Callable[[], int] | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, first_line: int = 1,
+                 newline: int | None = None, at_start: bool = True) -> None:
         self._stream = stream
         self._position = position
         self.path = path
@@ -82,13 +91,18 @@ class BlockReader:
         self._eof = False
         self._read = 0  # bytes of the stream read into buffers
         self.offset = 0  # bytes of the stream handed out
-        self.line = 1  # the line of the first byte not yet handed out
+        self.line = first_line  # the line of the first byte not yet handed out
+        #: every record so far ended where counting quotes says (no quote replayed, no bad record)
+        self.by_parity = True
+        self._at_start = at_start
         while len(self._buf) < NEWLINE_SAMPLE and self._fill():
             pass  # enough text to tell the line terminator (blocks can be tiny)
-        if self._buf.startswith(UTF8_BOM):
+        if at_start and self._buf.startswith(UTF8_BOM):
             del self._buf[:len(UTF8_BOM)]
             self.offset = len(UTF8_BOM)
-        self.dialect = replace(dialect, newline=detect_newline(bytes(self._buf[:NEWLINE_SAMPLE])))
+        if newline is None:
+            newline = detect_newline(bytes(self._buf[:NEWLINE_SAMPLE]))
+        self.dialect = replace(dialect, newline=newline)
         self._last_position = 0
 
     def _fill(self) -> bool:
@@ -122,6 +136,7 @@ class BlockReader:
         while True:
             buf = self._buf if pos == 0 else self._buf[pos:]
             cut = cut_records(buf, self.dialect, at_end=self._eof)
+            self.by_parity = self.by_parity and cut.by_parity
             if cut.good or cut.bad or self._eof:
                 return cut.good, cut.bad, self._why(buf, cut) if cut.bad else None
             if len(buf) > self.max_record_bytes:
@@ -235,7 +250,8 @@ class BlockReader:
         return int(np.count_nonzero(view == self.dialect.newline))
 
     def __iter__(self) -> Iterator[Block]:
-        limit = min(FIRST_BLOCK_SIZE, self.block_size)
+        # a range of a file (not its start) comes after others: no need for early first rows
+        limit = min(FIRST_BLOCK_SIZE if self._at_start else self.block_size, self.block_size)
         while True:
             good = bad = 0
             reason: str | None = None
@@ -244,6 +260,7 @@ class BlockReader:
                 # progress) come after a MiB is parsed, not after the first whole block
                 head = self._buf[:limit]
                 cut = cut_records(head, self.dialect, at_end=False)
+                self.by_parity = self.by_parity and cut.by_parity
                 good, bad, reason = cut.good, cut.bad, self._why(head, cut) if cut.bad else None
             limit = min(2 * limit, self.block_size)
             if not good and not bad:
@@ -251,6 +268,7 @@ class BlockReader:
             if good:
                 yield self._take(good)
             if bad:
+                self.by_parity = False  # reading resumes on the next line, not where parity says
                 yield self._take(bad, reason)
             if not good and not bad:
                 return

@@ -67,6 +67,15 @@ class CsvOptions:
     compression: str | None = None  # None or "gzip"
     block_size: int = DEFAULT_BLOCK_SIZE
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    #: Read only these bytes of the (uncompressed) file, ``(start, stop)``: whole records that
+    #: start on line ``first_line``, with ``newline`` the file's line terminator byte (the
+    #: header, if any, is elsewhere: pass ``header=False`` and the columns' names and types).
+    byte_range: tuple[int, int] | None = None
+    first_line: int = 1
+    newline: int | None = None
+    #: Parse a block with pyarrow's threads (False: in the calling thread — a worker process of
+    #: a parallel ingest, whose parallelism is the processes).
+    threads: bool = True
 
 
 @dataclass(frozen=True)
@@ -89,13 +98,19 @@ class DelimitedSource(Source):
         try:
             stream: BinaryIO = self._raw
             position = None  # the stream is the file: block positions are exact
+            start = 0
             if options.compression == "gzip":
                 stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
                 position = self._raw.tell
+            elif options.byte_range is not None:
+                start, stop = options.byte_range
+                stream = _ByteRange(self._raw, start, stop)  # type: ignore[assignment]
             dialect = Dialect.of(options.delimiter, options.quote_char)
             with _read_errors(self.name):
                 self._reader = BlockReader(stream, dialect, self.name, position,
-                                           options.block_size, options.max_record_bytes)
+                                           options.block_size, options.max_record_bytes,
+                                           first_line=options.first_line,
+                                           newline=options.newline, at_start=start == 0)
                 self.dialect = self._reader.dialect
                 names = self._column_names(target)
                 self._schema, self._known = self._column_types(names, target)
@@ -259,6 +274,18 @@ class DelimitedSource(Source):
     def schema_known(self) -> bool:
         return self._known
 
+    @property
+    def data_start(self) -> tuple[int, int]:
+        """``(offset, line)``: where the rows start in the file (after a byte order mark, blank
+        lines and the header), before any is read."""
+        return self._reader.offset + (self.options.byte_range or (0, 0))[0], self._reader.line
+
+    @property
+    def by_parity(self) -> bool:
+        """Every record read so far ended where counting quotes says records end (see
+        :mod:`colonnade.ingest.blocks`)."""
+        return self._reader.by_parity
+
     # -- reading
     def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
         """Batches with the bytes of the input parsed up to their last row: a block's batches
@@ -273,7 +300,7 @@ class DelimitedSource(Source):
                 self._report(block.first_line, None, block.bad, block.data)
                 continue
             data = block.data
-            table, problem = self._parse(data, 0, len(data), threads=True)
+            table, problem = self._parse(data, 0, len(data), threads=self.options.threads)
             if problem is not None:
                 table = self._salvage(block, problem)
             if table is None or not table.num_rows:
@@ -345,7 +372,8 @@ class DelimitedSource(Source):
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == self.dialect.newline)
 
         def parse(start: int, stop: int) -> tuple[pa.Table | None, _Problem | None]:
-            return self._parse(data, start, stop, threads=stop - start > 4 * PARSE_BLOCK_SIZE)
+            return self._parse(data, start, stop, threads=self.options.threads
+                               and stop - start > 4 * PARSE_BLOCK_SIZE)
 
         pieces: list[pa.Table] = []
         for i, table, found in _bisect(starts, stops, parse, problem):
@@ -394,6 +422,23 @@ def _bisect(starts: np.ndarray, stops: np.ndarray,
 
     if len(starts):
         yield from split(0, len(starts), problem)
+
+
+class _ByteRange:
+    """The bytes ``[start, stop)`` of an open file, as a stream read with ``readinto``."""
+
+    def __init__(self, raw: BinaryIO, start: int, stop: int) -> None:
+        raw.seek(start)
+        self._raw = raw
+        self._left = max(stop - start, 0)
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer)[:self._left]
+        n = self._raw.readinto(view) or 0  # type: ignore[attr-defined]
+        self._left -= n
+        return n
 
 
 @contextmanager

@@ -45,7 +45,7 @@ def interrupted_message(result: IngestResult, pending: list[str], unknown: str |
     (1,000 rows); the rest was not ingested (b.csv and 2 more files)``."""
     committed = [f for f in result.files if f.version is not None]
     if committed:
-        versions = sorted(f.version for f in committed if f.version is not None)
+        versions = sorted({f.version for f in committed if f.version is not None})
         at = f"v{versions[0]}" if len(versions) == 1 else f"v{versions[0]}-v{versions[-1]}"
         rows = sum(f.rows for f in committed)
         what = f"{rows:,} row{'s' if rows != 1 else ''}"

@@ -22,7 +22,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -366,16 +366,8 @@ class _FileJob:
         self.progress.update(self.size, rows)
 
     def _report_inference(self, source: Source) -> None:
-        """For a dataset created from this file: which columns were inferred from its text,
-        from how many rows, and which of them look typed but were made text."""
-        result = self.inference
-        if result is None or not isinstance(source, DelimitedSource) or not source.schema_known:
-            return  # not asked, or the dataset's types did not come from this file's text
-        given = self.options.schema.names if self.options.schema is not None else []
-        result.inferred = [n for n in self.target.schema.names if n not in given]
-        result.inferred_from = source.name
-        text = [n for n in result.inferred if pa.types.is_string(self.target.schema.field(n).type)]
-        result.inferred_rows, result.schema_warnings = source.typed_as_text(text)
+        if self.inference is not None:
+            report_inference(self.inference, source, self.target.schema, self.options.schema)
 
     def read_back(self) -> None:
         """After Ctrl-C: set the result from this file's commit, if the log has it. (The commit
@@ -389,6 +381,20 @@ class _FileJob:
                     version=commit.version, seconds=time.perf_counter() - self.started,
                     segments=len(commit.added))
                 return
+
+
+def report_inference(result: IngestResult, source: Source, dataset: pa.Schema,
+                     given: pa.Schema | None) -> None:
+    """For a dataset created from ``source``'s file: which columns were inferred from its text
+    (those ``given`` does not type), from how many rows, and which of them look typed but were
+    made text."""
+    if not isinstance(source, DelimitedSource) or not source.schema_known:
+        return  # the dataset's types did not come from this file's text
+    named = given.names if given is not None else []
+    result.inferred = [n for n in dataset.names if n not in named]
+    result.inferred_from = source.name
+    text = [n for n in result.inferred if pa.types.is_string(dataset.field(n).type)]
+    result.inferred_rows, result.schema_warnings = source.typed_as_text(text)
 
 
 def _identity(path: Path, progress: Progress, chunk: int = 8 * 1024 * 1024) -> str:
@@ -455,11 +461,13 @@ def read_ahead(items: Iterator[T], depth: int = 1) -> Generator[T, None, None]:
 
 def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | str], *,
            partition_by: str | list[str] | None = None, sort_by: str | list[str] | None = None,
-           segment_rows: int | None = None, compression: str | None = None,
+           segment_rows: int | None = None, compression: str | None = None, workers: int = 1,
            **options: Any) -> IngestResult:
     """Ingest files into ``dataset_name``, creating it from the first file's schema if absent.
 
-    ``options`` are those of :func:`ingest_files`. A new dataset takes its schema from the first
+    ``options`` are those of :func:`ingest_files`. ``workers`` ≥ 2: the files are read and
+    written by that many processes and the whole input set is one commit, with one source
+    identity (see :mod:`colonnade.ingest.parallel`; schema mode strict only). A new dataset takes its schema from the first
     file whose column types are known (a CSV file with rows, an explicit schema, Parquet, Arrow)
     and is recorded by the first commit, so an ingest that commits nothing creates nothing. For an
     existing dataset, ``partition_by``, ``sort_by``, ``segment_rows`` and ``compression`` must be
@@ -467,6 +475,35 @@ def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | 
     name that differs only in case raises DatasetExistsError: SQL could not tell them apart).
     """
     files = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
+    target = dataset_for(store, dataset_name, lambda: _first_schema(files, options), partition_by,
+                         sort_by, segment_rows, compression)
+    if target is None:
+        return IngestResult(dataset_name, [
+            FileResult(str(p), bytes_in=p.stat().st_size,
+                       skipped=f"{'empty file' if p.stat().st_size == 0 else 'no rows'}, "
+                               "0 rows added; the dataset was not created")
+            for p in files])
+    if workers < 1:
+        raise IngestError(f"workers must be ≥ 1, not {workers}")
+    if workers > 1:
+        from colonnade.ingest.parallel import ingest_files_parallel
+
+        result = ingest_files_parallel(target, files, workers, new_dataset=not target.recorded,
+                                       **options)
+    else:
+        result = ingest_files(target, files, new_dataset=not target.recorded, **options)
+    result.created = target.recorded_here  # not if nothing was committed, or another writer won
+    return result
+
+
+def dataset_for(store: Store, dataset_name: str, first_schema: Callable[[], pa.Schema | None],
+                partition_by: str | list[str] | None = None,
+                sort_by: str | list[str] | None = None, segment_rows: int | None = None,
+                compression: str | None = None) -> Dataset | None:
+    """The dataset an ingest writes to: the existing one (SpecError if an option given differs
+    from what it has; DatasetExistsError for a name that differs only in case), or a new one
+    (recorded by its first commit) with the schema ``first_schema`` returns — None when that is
+    None (no input told the column types)."""
     if dataset_name in store:
         target = store.dataset(dataset_name)
         if target.name != dataset_name:  # `WEIRD` next to `weird`: not a new dataset, not `weird`
@@ -480,20 +517,13 @@ def ingest(store: Store, dataset_name: str, paths: Path | str | Iterable[Path | 
         if differences:
             raise SpecError(f"dataset {target.name!r} exists with {'; '.join(differences)}; "
                             "options of an existing dataset cannot be changed by an ingest")
-    else:
-        schema = _first_schema(files, options)
-        if schema is None:
-            return IngestResult(dataset_name, [
-                FileResult(str(p), bytes_in=p.stat().st_size,
-                           skipped=f"{'empty file' if p.stat().st_size == 0 else 'no rows'}, "
-                                   "0 rows added; the dataset was not created")
-                for p in files])
-        check_storable(schema)
-        target = store.new_dataset(dataset_name, schema, partition_by, sort_by,
-                                   segment_rows=segment_rows, compression=compression)
-    result = ingest_files(target, files, new_dataset=not target.recorded, **options)
-    result.created = target.recorded_here  # not if nothing was committed, or another writer won
-    return result
+        return target
+    schema = first_schema()
+    if schema is None:
+        return None
+    check_storable(schema)
+    return store.new_dataset(dataset_name, schema, partition_by, sort_by,
+                             segment_rows=segment_rows, compression=compression)
 
 
 def _first_schema(files: list[Path], options: dict[str, Any]) -> pa.Schema | None:

@@ -14,6 +14,10 @@ file's size until every row has been read — the first one comes with the first
 after the file — then exactly one ``update`` with the file's size; and last ``end_file`` (also
 after a failure, without the last ``update``). Bytes are those parsed and handed to the writer,
 not those a reading thread has read ahead; rows are the rows handed to the writer.
+
+A parallel ingest (:mod:`colonnade.ingest.parallel`) reports its whole input as one file (named
+after it when it is one file, ``N files`` otherwise; ``start`` says 1 file): its digest, then
+the bytes and rows of every worker added up, then the one commit.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def summary_line(result: IngestResult) -> str:
             return f"{skipped[0].path}: {skipped[0].skipped}"
         return (f"nothing ingested into {result.dataset}: {plural(len(skipped), 'file')} skipped "
                 f"({_reasons(skipped)}), 0 rows added")
-    versions = [f.version for f in committed if f.version is not None]
+    versions = sorted({f.version for f in committed if f.version is not None})  # one, in parallel
     at = f"v{versions[0]}" if len(versions) == 1 else f"v{min(versions)}-v{max(versions)}"
     line = (f"ingested {plural(result.rows, 'row')} from {plural(len(committed), 'file')} "
             f"into {result.dataset} ({at}) in {result.seconds:.1f} s: "

@@ -49,10 +49,13 @@ class Dialect:
 class QuotedSpans:
     """Quoted sections of a buffer, as the sorted offsets of their opening and closing quotes
     (``open0, close0, open1, close1, ...``; an odd count means the last section is never
-    closed). A byte is quoted when an odd number of these offsets lie before it."""
+    closed). A byte is quoted when an odd number of these offsets lie before it. ``replayed``:
+    the sections were found by replaying pyarrow's rules, not by quote parity (some quote does
+    not stand where parity would put it: counting quotes does not tell these sections)."""
 
-    def __init__(self, bounds: np.ndarray) -> None:
+    def __init__(self, bounds: np.ndarray, replayed: bool = False) -> None:
         self.bounds = bounds
+        self.replayed = replayed
 
     @property
     def unterminated(self) -> bool:
@@ -141,7 +144,7 @@ def _replayed_spans(buf: Buffer, quotes: list[int], dialect: Dialect) -> QuotedS
             bounds.append(p)
             inside = True
         i += 1
-    return QuotedSpans(np.asarray(bounds, dtype=np.intp))
+    return QuotedSpans(np.asarray(bounds, dtype=np.intp), replayed=True)
 
 
 def record_ends(buf: Buffer, dialect: Dialect,
@@ -178,11 +181,14 @@ UNTERMINATED = "unterminated quoted field (no closing quote before the end of th
 class Cut(NamedTuple):
     """Where :func:`cut_records` cuts a buffer: ``good`` bytes of whole records, then (when
     ``bad`` > 0) one bad record of ``bad`` bytes, whose field quote is closed by the quote at
-    offset ``close`` — one followed by text, not by a delimiter — or never (``close`` -1)."""
+    offset ``close`` — one followed by text, not by a delimiter — or never (``close`` -1).
+    ``by_parity``: the records of the buffer (as far as it was looked at) end where counting
+    quotes says they do (false when a quote was replayed, see :class:`QuotedSpans`)."""
 
     good: int
     bad: int = 0
     close: int = -1
+    by_parity: bool = True
 
 
 def cut_records(buf: bytes | bytearray, dialect: Dialect, at_end: bool) -> Cut:
@@ -200,6 +206,7 @@ def cut_records(buf: bytes | bytearray, dialect: Dialect, at_end: bool) -> Cut:
     if dialect.quote is None or buf.find(bytes((dialect.quote,))) < 0:
         return Cut(len(buf) if at_end else last + 1)
     spans, broken = scan_quotes(buf, dialect)
+    parity = not spans.replayed
     if broken >= 0:
         opening, close = int(spans.bounds[2 * broken]), int(spans.bounds[2 * broken + 1])
     elif at_end and spans.unterminated:
@@ -207,14 +214,14 @@ def cut_records(buf: bytes | bytearray, dialect: Dialect, at_end: bool) -> Cut:
     else:
         opening = -1
     if opening < 0:
-        return Cut(len(buf) if at_end else _last_end(buf, spans, last, newline))
+        return Cut(len(buf) if at_end else _last_end(buf, spans, last, newline), by_parity=parity)
     start = _last_end(buf, spans, buf.rfind(newline, 0, opening), newline)
     stop = buf.find(newline, opening)
     if stop < 0:
         if not at_end:
-            return Cut(start)  # the line goes on past the buffer
+            return Cut(start, by_parity=parity)  # the line goes on past the buffer
         stop = len(buf) - 1
-    return Cut(start, stop + 1 - start, close)
+    return Cut(start, stop + 1 - start, close, by_parity=parity)
 
 
 def _last_end(buf: bytes | bytearray, spans: QuotedSpans, end: int, newline: bytes) -> int:

@@ -69,18 +69,24 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
                 header: bool = True, columns: list[str] | tuple[str, ...] | None = None,
                 schema: pa.Schema | None = None, quote_char: str | None = '"',
                 target: pa.Schema | None = None, on_reject: OnReject | None = None,
-                block_size: int | None = None, name: str | None = None) -> Source:
+                block_size: int | None = None, name: str | None = None,
+                byte_range: tuple[int, int] | None = None, first_line: int = 1,
+                newline: int | None = None, row_groups: tuple[int, ...] | None = None,
+                threads: bool = True) -> Source:
     """Open ``path`` as a source of record batches.
 
     ``target`` is the dataset's schema when the dataset exists: CSV columns take its types.
     ``on_reject`` receives bad CSV rows (quarantine); without it the first one raises.
-    ``name`` is how messages name the input (default: the path).
+    ``name`` is how messages name the input (default: the path). A part of a file (what a
+    worker of a parallel ingest reads): ``byte_range``, ``first_line`` and ``newline`` of an
+    uncompressed CSV file (see :class:`~colonnade.ingest.delimited.CsvOptions`), ``row_groups``
+    of a Parquet file; ``threads=False`` parses CSV in the calling thread.
     """
     if not path.exists():
         raise FileNotFoundError(2, "no such file", str(path))
     form = detect_format(path, fmt)
     if form.name == "parquet":
-        return ParquetSource(path, name)
+        return ParquetSource(path, name, row_groups)
     if form.name == "arrow":
         return IpcSource(path, name)
     sep = delimiter or form.delimiter or _sniff_delimiter(path, form.compression)
@@ -88,7 +94,8 @@ def open_source(path: Path, fmt: str | None = None, *, delimiter: str | None = N
         raise IngestError(f"the delimiter must be one character, got {sep!r}")
     options = CsvOptions(delimiter=sep, header=header, columns=tuple(columns) if columns else None,
                          schema=schema, quote_char=quote_char, compression=form.compression,
-                         block_size=block_size or DEFAULT_BLOCK_SIZE)
+                         block_size=block_size or DEFAULT_BLOCK_SIZE, byte_range=byte_range,
+                         first_line=first_line, newline=newline, threads=threads)
     return DelimitedSource(path, options, target=target, on_reject=on_reject, name=name)
 
 
@@ -113,25 +120,38 @@ def _reason(exc: BaseException) -> str:
 
 
 class ParquetSource(Source):
-    """A Parquet file, read row group by row group."""
+    """A Parquet file, read row group by row group (all of them, or ``row_groups``: positions
+    are then the file's size in proportion to the rows of those groups read)."""
 
     format = "parquet"
 
-    def __init__(self, path: Path, name: str | None = None) -> None:
+    def __init__(self, path: Path, name: str | None = None,
+                 row_groups: tuple[int, ...] | None = None) -> None:
         super().__init__(path, name)
         try:
             self._file = pq.ParquetFile(path)
         except (pa.ArrowException, OSError) as exc:
             raise IngestError(f"{self.name}: not a readable Parquet file: {_reason(exc)}") from None
+        self._groups = list(row_groups) if row_groups is not None else None
 
     @property
     def schema(self) -> pa.Schema:
         return self._file.schema_arrow
 
+    @property
+    def row_group_bytes(self) -> list[int]:
+        """Bytes each row group takes in the file (its columns' compressed sizes)."""
+        meta = self._file.metadata
+        return [sum(meta.row_group(i).column(c).total_compressed_size
+                    for c in range(meta.row_group(i).num_columns))
+                for i in range(meta.num_row_groups)]
+
     def read(self) -> Iterator[tuple[pa.RecordBatch, int]]:
-        total = self._file.metadata.num_rows
+        meta = self._file.metadata
+        total = meta.num_rows if self._groups is None else \
+            sum(meta.row_group(i).num_rows for i in self._groups)
         done = 0
-        batches = self._file.iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        batches = self._file.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=self._groups)
         while True:
             try:
                 batch = next(batches, None)
