@@ -47,6 +47,7 @@ from typing import Any
 from colonnade.bench import adimpressions_data as data
 from colonnade.bench import adimpressions_refs as refs
 from colonnade.bench.adimpressions_report import markdown, ratios, summarise, targets, versions
+from colonnade.bench.common import cassandra_reachable, write_report
 from colonnade.errors import ColonnadeError
 
 EVENTS = 30_000_000
@@ -410,14 +411,9 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
     report["ratios"] = ratios(report)
     report["targets"] = targets(report)
     report["problems"] = problems
-    stem = out_dir / f"adimpressions-{kind}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
-    text = markdown(report)
-    stem.with_suffix(".md").write_text(text)
     from colonnade.bench.charts import write_adimpressions_chart
 
-    write_adimpressions_chart(report, stem.with_suffix(".png"))
-    echo(text)
+    echo(write_report(out_dir / f"adimpressions-{kind}", report, markdown, write_adimpressions_chart))
     if problems:
         raise BenchError("; ".join(problems[:5]))
     return report
@@ -460,7 +456,7 @@ def _run_references(wanted: tuple[str, ...], bootstrap: str, topic: str, events:
         problems += found
     if "cassandra" in wanted:
         contact = cassandra_contact(uri, cassandra)
-        if contact and refs.cassandra_reachable(contact):
+        if contact and cassandra_reachable(contact):
             n = min(reference_events, events)
             echo(f"reference: cassandra one row per event, {n:,} events, on {contact}")
             keyspace = "colonnade_bench_refs"

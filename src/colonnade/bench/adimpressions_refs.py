@@ -204,17 +204,6 @@ _CQL_TABLE = ("CREATE TABLE {ks}.{table} (id bigint PRIMARY KEY, timestamp bigin
               "advertiser text, website text, geo text, bid double, cookie text)")
 
 
-def cassandra_reachable(contact: str, timeout: float = 2.0) -> bool:
-    import socket
-
-    host, _, port = contact.rpartition(":")
-    try:
-        with socket.create_connection((host or contact, int(port or 9042)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
-
-
 def _ingest_with_queries(result: RefResult, label: str, bootstrap: str, topic: str, count: int,
                          write: Callable[[pa.Table], None], run_one: Callable[[str], tuple[pa.Table, int]],
                          echo: Callable[[str], None]) -> None:

@@ -177,7 +177,7 @@ def _kafka_version() -> str | None:
 
 
 def _cassandra_version(contact: str) -> str | None:
-    from colonnade.bench.adimpressions_refs import cassandra_reachable
+    from colonnade.bench.common import cassandra_reachable
 
     if not cassandra_reachable(contact):
         return None

@@ -43,7 +43,6 @@ partitioned by ``truncate(16777216, ip)`` (one partition per /8 block), no sort 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -55,6 +54,7 @@ import numpy as np
 
 from colonnade.bench import ip2location_data as data
 from colonnade.bench import ip2location_load as colonnade_side
+from colonnade.bench.common import write_report
 from colonnade.bench.ip2location_report import markdown, ratios, targets, versions
 from colonnade.errors import ColonnadeError
 
@@ -153,7 +153,7 @@ def main(addresses: int = ADDRESSES, ranges: int | None = None, store: str | Non
          out: str | Path = "bench-results", workers: int | None = None, reference_rows: int = REFERENCE_ROWS,
          seed: int = 42, cassandra: str | None = None, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the benchmark; returns the report (also written to ``out``)."""
-    from colonnade.bench.ip2location_refs import reachable
+    from colonnade.bench.common import cassandra_reachable as reachable
     from colonnade.config import parse_store_uri
 
     ranges = data.default_ranges(addresses) if ranges is None else ranges
@@ -211,14 +211,9 @@ def main(addresses: int = ADDRESSES, ranges: int | None = None, store: str | Non
     report["targets"] = targets(report)
     report["notes"] = _notes(report)
     report["problems"] = problems
-    stem = out_dir / f"ip2location-{kind}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
-    text = markdown(report)
-    stem.with_suffix(".md").write_text(text)
     from colonnade.bench.ip2location_chart import write_chart
 
-    write_chart(report, stem.with_suffix(".png"))
-    echo(text)
+    echo(write_report(out_dir / f"ip2location-{kind}", report, markdown, write_chart))
     if problems:
         raise BenchError("answers differ from the ground truth: " + "; ".join(problems[:3]))
     return report

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import queue
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,15 +71,6 @@ SETTINGS = {
     "table options": "Cassandra's defaults (LZ4 SSTable compression); bytes on disk = the table's SSTable "
                      "files after nodetool flush + compact (a node run by LocalCluster on this machine only)",
 }
-
-
-def reachable(contact: str, timeout: float = 2.0) -> bool:
-    host, _, port = contact.rpartition(":")
-    try:
-        with socket.create_connection((host or contact, int(port or 9042)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def _cluster(contact: str) -> Any:
