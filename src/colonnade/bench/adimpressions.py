@@ -47,7 +47,7 @@ from typing import Any
 from colonnade.bench import adimpressions_data as data
 from colonnade.bench import adimpressions_refs as refs
 from colonnade.bench.adimpressions_report import markdown, ratios, summarise, targets, versions
-from colonnade.bench.common import cassandra_reachable, write_report
+from colonnade.bench.common import cassandra_contact, cassandra_reachable, write_report
 from colonnade.errors import ColonnadeError
 
 EVENTS = 30_000_000
@@ -428,19 +428,6 @@ def _checkpoint_commits(commits: list[dict[str, Any]], events: int) -> list[dict
         if c is not None:
             found.append(c)
     return found
-
-
-def cassandra_contact(uri: str, given: str | None) -> str | None:
-    """The Cassandra node of the row-per-event reference: ``given``, else the store's first host
-    when it is a Cassandra store, else 127.0.0.1:9042 (used only if reachable)."""
-    if given:
-        return given
-    if uri.startswith("cassandra://"):
-        from colonnade.config import parse_store_uri
-
-        parsed = parse_store_uri(uri)
-        return f"{parsed.hosts[0]}:{parsed.port}"
-    return "127.0.0.1:9042"
 
 
 def _run_references(wanted: tuple[str, ...], bootstrap: str, topic: str, events: int, reference_events: int,

@@ -19,6 +19,19 @@ def cassandra_reachable(contact: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def cassandra_contact(uri: str, given: str | None = None) -> str:
+    """The Cassandra node of a benchmark's row references: ``given``, else the store's first
+    host when it is a Cassandra store, else 127.0.0.1:9042 (used only if it answers)."""
+    if given:
+        return given
+    if uri.startswith("cassandra://"):
+        from colonnade.config import parse_store_uri
+
+        parsed = parse_store_uri(uri)
+        return f"{parsed.hosts[0]}:{parsed.port}"
+    return "127.0.0.1:9042"
+
+
 def write_report(stem: Path, report: dict[str, Any], markdown: Callable[[dict[str, Any]], str],
                  chart: Callable[[dict[str, Any], Path], object]) -> str:
     """``stem``.json, .md and .png of a report; returns the Markdown text."""

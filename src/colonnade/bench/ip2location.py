@@ -54,7 +54,7 @@ import numpy as np
 
 from colonnade.bench import ip2location_data as data
 from colonnade.bench import ip2location_load as colonnade_side
-from colonnade.bench.common import write_report
+from colonnade.bench.common import cassandra_contact, write_report
 from colonnade.bench.ip2location_report import markdown, ratios, targets, versions
 from colonnade.errors import ColonnadeError
 
@@ -64,19 +64,6 @@ REFERENCE_ROWS = 100_000
 
 class BenchError(ColonnadeError):
     """The benchmark could not run, or a check of its answers failed."""
-
-
-def cassandra_contact(uri: str, given: str | None = None) -> str:
-    """The node of the row references: ``given``, else the store's first host when it is a
-    Cassandra store, else the default local node (used only if it answers)."""
-    if given:
-        return given
-    if uri.startswith("cassandra://"):
-        from colonnade.config import parse_store_uri
-
-        parsed = parse_store_uri(uri)
-        return f"{parsed.hosts[0]}:{parsed.port}"
-    return "127.0.0.1:9042"
 
 
 def _scratch(out_dir: Path) -> str:
