@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -33,12 +34,18 @@ def new_topic(bootstrap: str, partitions: int = 4) -> str:
     return stream_helpers.new_topic(bootstrap, "t", partitions).name
 
 
+def _producer(bootstrap: str) -> Any:
+    """Idempotent, so a retried first batch of a just-created topic cannot land after later ones:
+    the tests name the offset each message gets."""
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+
 def produce(bootstrap: str, topic: str, ids: range, bad: dict[int, bytes] | None = None,
             partitions: int = 4) -> None:
     """One JSON message per id, round-robin over the partitions; ``bad`` replaces some."""
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    p = _producer(bootstrap)
     for i in ids:
         value = (bad or {}).get(i) or json.dumps({"id": i, "geo": f"G{i % 5}", "bid": i / 4}).encode()
         p.produce(topic, value, partition=i % partitions)
@@ -196,7 +203,6 @@ def test_csv_and_avro_messages_through_the_command(kafka_bootstrap: str, tmp_pat
     import io
 
     import fastavro
-    from confluent_kafka import Producer
 
     from colonnade.stream.decode import avro_schema
     from colonnade.stream.options import parse_columns
@@ -211,7 +217,7 @@ def test_csv_and_avro_messages_through_the_command(kafka_bootstrap: str, tmp_pat
         fastavro.schemaless_writer(buf, parsed, {"id": i, "geo": f"G{i % 5}", "bid": i / 4})
         return buf.getvalue()
 
-    p = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    p = _producer(kafka_bootstrap)
     for i in range(2_000):
         p.produce(topic, encode(i) if i != 99 else b"\xff", partition=i % 4)
     assert p.flush(30) == 0
