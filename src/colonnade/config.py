@@ -132,6 +132,9 @@ class WriteSettings:
     compression: str = "zstd"
     memory_limit: int = 512 * 1024 * 1024  # bytes buffered before segments are flushed early
     encode_threads: int = 0  # 0 = one per core
+    #: the codec's level (None: the chunk format's default, zstd 3); a stream's micro-batches
+    #: are written at zstd 1, as compaction rewrites them at the default soon after
+    compression_level: int | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> WriteSettings:

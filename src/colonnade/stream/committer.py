@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import pyarrow as pa
 
+from colonnade.config import WriteSettings
 from colonnade.errors import CommitConflictError, StoreError
 from colonnade.faults import fault_point
 from colonnade.stream.options import (
@@ -41,6 +42,9 @@ from colonnade.table.commits import position_id
 
 if TYPE_CHECKING:
     from colonnade.table.dataset import AppendResult, Dataset
+
+
+MICRO_BATCH_ZSTD_LEVEL = 1
 
 
 @dataclass
@@ -156,7 +160,7 @@ class Committer:
                 if self._log_lost_commits():
                     return None
                 return self.ds.append(b.batches, positions=positions, read_version=self.read_version,
-                                      kind="stream", info=info)
+                                      kind="stream", info=info, settings=self._write_settings())
             except CommitConflictError:
                 return None
             except StoreError as exc:
@@ -168,6 +172,14 @@ class Committer:
                 self.on_problem(f"store unavailable, retrying in {wait:.1f} s: {exc}")
                 self.stop.wait(wait)
                 wait = min(wait * 2, self.options.retry_max)
+
+    def _write_settings(self) -> WriteSettings:
+        """The dataset's, but a micro-batch compressed with zstd is written at level 1: it is a
+        small segment that compaction rewrites at the dataset's level soon after (a third less
+        encoding time for ~5 % more bytes, for a while)."""
+        spec = self.ds.spec
+        return WriteSettings.from_env(segment_rows=spec.segment_rows, compression=spec.compression,
+                                      compression_level=MICRO_BATCH_ZSTD_LEVEL if spec.compression == "zstd" else None)
 
     def _log_lost_commits(self) -> bool:
         """Whether the store's log lost versions it had acknowledged, up to the one this stream

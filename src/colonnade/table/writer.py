@@ -263,7 +263,8 @@ class SegmentWriter:
         for name, column in zip(names, table.columns, strict=True):
             # a column that wasn't worth a dictionary in the last segment isn't tried again
             hint = None if self._dictionary_hint.get(name, True) else False
-            futures.append(self._pool.submit(encode_chunk, column, compression, hint))
+            futures.append(self._pool.submit(encode_chunk, column, compression, hint,
+                                             self.settings.compression_level))
         self._check()
         self._queue.put(_Pending(partition, values, bucket, segment_id, table.num_rows, names, futures))
 
