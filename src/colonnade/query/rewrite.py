@@ -17,6 +17,7 @@ for the golden tests. Whether the statistics are exact for a column is decided b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -151,8 +152,13 @@ def partition_where(select: exp.Select, alias: str) -> tuple[exp.Expression | No
 RULES: tuple[Callable[..., Any], ...] = (parse, plain_select, one_table, exact_aggregates, partition_where)
 
 
+_AGGREGATE_CALL = re.compile(r"\b(count|min|max)\s*\(", re.IGNORECASE)
+
+
 def analyse(sql: str) -> StatsQuery | None:
     """The statistics query ``sql`` is, or None."""
+    if not _AGGREGATE_CALL.search(sql):
+        return None  # no count/min/max call: not one, and no parse (a point lookup's hot path)
     tree = parse(sql)
     select = plain_select(tree) if tree is not None else None
     table = one_table(select) if select is not None else None
