@@ -399,3 +399,18 @@ def test_reopened_store_sees_everything(store: Store) -> None:
         assert [str(t) for t in other.spec.partition_by] == ["bucket(3, id)"]
         assert other.spec.sort_by == ("id",)
         assert ids(other.scan().to_arrow()) == list(range(50))
+
+
+def test_the_compression_level_of_an_append_is_honoured_and_reads_back_the_same(store: Store) -> None:
+    from colonnade.config import WriteSettings
+
+    rows = pa.table({"k": pa.array(range(50_000), pa.int64()),
+                     "s": pa.array([f"v{(i * 7919) % 5003:05d}-{i % 977}" for i in range(50_000)])})
+    ds = store.create_dataset("lv", rows.schema)
+    sizes = {}
+    for level in (1, 19):
+        settings = WriteSettings.from_env(compression="zstd", compression_level=level)
+        sizes[level] = ds.append(rows, settings=settings).bytes
+    assert sizes[19] < sizes[1]  # the level reached the codec
+    back = ds.scan().to_arrow().sort_by([("k", "ascending"), ("s", "ascending")])
+    assert back.column("s").to_pylist() == [v for v in rows.column("s").to_pylist() for _ in range(2)]
