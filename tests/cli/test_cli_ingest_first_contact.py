@@ -240,7 +240,9 @@ def test_the_bar_shows_progress_and_an_eta_on_a_terminal(tmp_path: Path) -> None
     assert any(m.group(6) != "-:--:--" for _, m in drawn if int(m.group(1)) < 100)
     percents = [int(m.group(1)) for _, m in drawn]
     assert percents == sorted(percents) and percents[-1] == 100
-    assert len({p for p in percents if 0 < p < 100}) >= 3  # it moved, it did not jump
+    # it moved, it did not jump from 0 to 100 (how many steps a 4/s refresh catches depends on
+    # the machine's load: two between the ends show movement)
+    assert len({p for p in percents if 0 < p < 100}) >= 2
     # redrawn at least twice a second while it was up
     assert len(drawn) >= 2 * (down - up)
 
