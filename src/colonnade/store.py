@@ -21,6 +21,7 @@ from colonnade.query.adapter import ColonnadeArrowDataset, use_where
 from colonnade.query.metadata import METADATA_TABLES, metadata_table
 from colonnade.query.session import Sessions, query_names
 from colonnade.query.stats_answers import Answered, StatsAnswers
+from colonnade.query.where import statement_kinds
 from colonnade.schema.spec import DatasetSpec
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
@@ -79,6 +80,9 @@ class Store:
         self._readers_lock = threading.Lock()
         self._stats = StatsAnswers()  # aggregate queries that segment statistics answer
         self._read_schemas: dict[tuple[str, int, int], pa.Schema] = {}  # by dataset and version
+        # {lowercase: stored name} of the datasets SQL can name, as last listed: queries use it
+        # while it names what they read (see ``_sql_datasets``)
+        self._listed: dict[str, str] | None = None
 
     @property
     def uri(self) -> str:
@@ -206,7 +210,8 @@ class Store:
     def _reader(self, stored: str) -> Dataset:
         """Dataset ``stored`` (its exact name) as SQL reads it: one object per dataset, so its
         latest snapshot is extended by new commits instead of read again; a new object when the
-        stored spec changed (schema merged, dataset dropped and created again)."""
+        stored spec changed (schema merged, dataset dropped and created again).
+        DatasetNotFoundError when it is gone."""
         spec = self.chunk_store.get_dataset(stored)
         with self._readers_lock:
             cached = self._readers.get(stored)
@@ -217,14 +222,25 @@ class Store:
             self._readers[stored] = (spec, ds)
         return ds
 
-    def _tables(self, names: set[str] | None) -> dict[str, tuple[str, str | None]]:
+    def _sql_datasets(self, fresh: bool) -> dict[str, str]:
+        """{lowercase: stored name} of the datasets SQL can name: listed again when ``fresh``,
+        else as last listed. A kept listing is safe for the names it holds: no dataset can be
+        created beside one whose name differs only in case, and one dropped since is found gone
+        when it is read (the caller then lists again); a name it lacks is listed again."""
+        listed = None if fresh else self._listed
+        if listed is None:
+            listed = self._listed = {n.lower(): n for n in _sql_names(self.datasets())}
+        return listed
+
+    def _tables(self, names: set[str] | None, fresh: bool = False) -> dict[str, tuple[str, str | None]]:
         """What to register for the names a query reads: {name to register: (dataset, metadata
         table kind or None)}, names matched as SQL matches them (ignoring case); every dataset
-        when the names are unknown."""
-        by_lower = {n.lower(): n for n in _sql_names(self.datasets())}
+        when the names are unknown. The datasets as last listed unless ``fresh`` or a name is
+        not among them (a point lookup pays no listing)."""
+        out: dict[str, tuple[str, str | None]] = {}
+        by_lower = self._sql_datasets(fresh or names is None)
         if names is None:
             return {n: (n, None) for n in by_lower.values()}
-        out: dict[str, tuple[str, str | None]] = {}
         for name in names:
             stored = by_lower.get(name.lower())
             if stored is not None:
@@ -234,6 +250,8 @@ class Store:
             stored = by_lower.get(base.lower())
             if sep and stored is not None and kind.lower() in METADATA_TABLES:
                 out[f"{stored}${kind.lower()}"] = (stored, kind.lower())
+            elif not fresh:  # created since the listing, or not a dataset (a CTE, a DuckDB table)
+                return self._tables(names, fresh=True)
         return out
 
     def _from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answered | None:
@@ -242,11 +260,17 @@ class Store:
         plan = self._stats.plan(query)
         if plan is None or self._sessions.may_hide_scans:  # a view or temp table may shadow it
             return None
-        stored = {n.lower(): n for n in _sql_names(self.datasets())}.get(plan.table.lower())
+        stored = self._sql_datasets(False).get(plan.table.lower())
+        if stored is None:
+            stored = self._sql_datasets(True).get(plan.table.lower())
         if stored is None:
             return None
         pins = {self.resolve(name): v for name, v in (versions or {}).items()}
-        ds = self._reader(stored)
+        try:
+            ds = self._reader(stored)
+        except DatasetNotFoundError:  # dropped since the listing kept: the query says so
+            self._listed = None
+            return None
         snapshot = ds.snapshot(pins.get(stored, version))
         key = (stored, id(ds), snapshot.version)
         seen = self._read_schemas.get(key)
@@ -267,11 +291,21 @@ class Store:
         pins = {self.resolve(name): v for name, v in (versions or {}).items()}
         with self._sessions.cursor() as cursor:
             con = cursor.con
-            tables = self._tables(query_names(con, query, self._sessions.may_hide_scans))
-            _note_statements(self._sessions, query)
+            names = query_names(con, query, self._sessions.may_hide_scans)
+            tables = self._tables(names)
+            try:
+                readers = {stored: self._reader(stored) for stored, _ in tables.values()}
+            except DatasetNotFoundError:  # dropped since the listing kept
+                tables = self._tables(names, fresh=True)
+                readers = {stored: self._reader(stored) for stored, _ in tables.values()}
+            _note_statements(self._sessions, con, query)
+            # names DuckDB folds like it (a dataset dropped and created again as `A`, once `a`)
+            wanted = {n.lower() for n in tables}
+            for stale in [n for n in cursor.registered if n.lower() not in wanted]:
+                con.unregister(stale)
             registered: dict[str, ColonnadeArrowDataset] = {}
             for register_as, (stored, kind) in tables.items():
-                ds = self._reader(stored)
+                ds = readers[stored]
                 snapshot = ds.snapshot(pins.get(stored, version))
                 if kind is None:
                     adapter = ColonnadeArrowDataset(ds, snapshot)
@@ -279,8 +313,6 @@ class Store:
                     registered[stored] = adapter
                 else:
                     con.register(register_as, metadata_table(ds, snapshot, kind))
-            for stale in cursor.registered - set(tables):
-                con.unregister(stale)
             cursor.registered = set(tables)
             yield con, registered
 
@@ -355,11 +387,11 @@ class Store:
             return Explain(query, plan, scans, table.num_rows, seconds, list(dict.fromkeys(warnings)))
 
 
-def _note_statements(sessions: Sessions, query: str) -> None:
+def _note_statements(sessions: Sessions, con: DuckDBPyConnection, query: str) -> None:
     """Tell the sessions what kinds of statement ``query`` holds (views and macros it may
     define change how later queries are read)."""
     try:
-        sessions.noted([st.type.name for st in duckdb.extract_statements(query)])
+        sessions.noted(statement_kinds(con, query))
     except duckdb.Error:
         pass  # a query DuckDB can't parse fails by itself
 

@@ -119,3 +119,32 @@ def test_segments_and_partitions_tables(two: Store) -> None:
     full = pa.concat_tables([_rows(v * 10, 10) for v in range(3)]).column("p").to_pylist()
     assert [(r["p"], r["rows"]) for r in parts] == [(p, full.count(p)) for p in "abc"]
     assert sum(r["segments"] for r in parts) == len(ds.snapshot().segments)
+
+
+def test_datasets_created_and_dropped_by_another_connection_are_seen_at_once(store: Store) -> None:
+    """Queries name datasets from the listing an earlier query made (a point lookup lists
+    nothing): a dataset another connection creates, drops, or drops and creates again under
+    another case is seen by the next query all the same; a count answered from statistics too."""
+    import colonnade
+
+    store.create_dataset("a", SCHEMA).append(_rows(0, 3))
+    other = colonnade.connect(store.uri) if store.uri.startswith("cassandra") else colonnade.connect(
+        str(store.chunk_store.path))  # type: ignore[attr-defined]
+    try:
+        assert store.sql("SELECT count(*) AS n FROM a WHERE id >= 0").column("n").to_pylist() == [3]
+        other.create_dataset("b", SCHEMA).append(_rows(0, 4))
+        assert store.sql("SELECT count(*) AS n FROM b WHERE id >= 0").column("n").to_pylist() == [4]
+        other.drop_dataset("a")
+        for query in ("SELECT count(*) AS n FROM a WHERE id >= 0", "SELECT count(*) AS n FROM a"):
+            with pytest.raises(Exception, match="(?i)does not exist|not found") as raised:
+                store.sql(query)
+            assert raised.type.__module__.startswith("colonnade"), raised.type  # no DuckDB or driver error
+        other.create_dataset("A", SCHEMA).append(_rows(0, 7))
+        assert store.sql("SELECT count(*) AS n FROM a WHERE id >= 0").column("n").to_pylist() == [7]
+        assert store.sql("SELECT count(*) AS n FROM a").column("n").to_pylist() == [7]
+        other.drop_dataset("A")
+        other.create_dataset("a", SCHEMA).append(_rows(0, 2))
+        assert store.sql("SELECT count(*) AS n FROM A").column("n").to_pylist() == [2]
+        assert store.sql("SELECT count(*) AS n FROM a WHERE id >= 0").column("n").to_pylist() == [2]
+    finally:
+        other.close()

@@ -36,6 +36,7 @@ from colonnade.query.where import (
     read_where,
     replace_probes,
     sql_text,
+    statement_kinds,
 )
 from colonnade.table.scan import Pruned, Scan, ScanMetrics, read_schema
 
@@ -261,10 +262,8 @@ def use_where(con: duckdb.DuckDBPyConnection, query: str,
     the query's connection before the query (same settings: time zone, ...); whatever fails here
     only means less pruning. ``may_hide_scans`` says whether views or macros may exist in the
     query's database (by default: whether this connection ran a statement that may define one)."""
-    import duckdb
-
     try:
-        kinds = [s.type.name for s in duckdb.extract_statements(query)]
+        kinds = statement_kinds(con, query)
     except Exception:  # noqa: BLE001 - a query DuckDB can't parse fails by itself
         return
     if may_hide_scans is None:

@@ -12,14 +12,13 @@ through the views and macros of the database once a statement may have defined s
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from colonnade.query.where import dicts_of
+from colonnade.query.where import dicts_of, parsed_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -105,11 +104,8 @@ def table_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
     DuckDB's own parser reads SELECT statements (``json_serialize_sql``: parsed, not bound);
     sqlglot's parser reads the others (``CREATE VIEW``, ``INSERT``...). None when neither can
     read the statement (the caller then registers everything)."""
-    try:
-        parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchall()[0][0])
-    except Exception:  # noqa: BLE001 - not serializable: sqlglot reads it
-        parsed = None
-    if not isinstance(parsed, dict) or parsed.get("error") or not parsed.get("statements"):
+    parsed = parsed_sql(con, query)
+    if parsed is None:  # not serializable: sqlglot reads it
         return _sqlglot_names(query)
     names = set()
     for d in dicts_of(parsed["statements"]):

@@ -127,11 +127,8 @@ class DatasetWhere:
 def read_where(con: duckdb.DuckDBPyConnection, query: str,
                schemas: dict[str, pa.Schema]) -> dict[str, DatasetWhere]:
     """Pruning predicates and rejected filters per dataset (keys: names as in ``schemas``)."""
-    try:
-        parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchall()[0][0])
-    except Exception:  # noqa: BLE001 - whatever DuckDB can't serialize is simply not analysed
-        return {}
-    if parsed.get("error") or len(parsed.get("statements") or []) != 1:
+    parsed = parsed_sql(con, query)
+    if parsed is None or len(parsed["statements"]) != 1:
         return {}
     statement = parsed["statements"][0]
     if any(d.get("type") == "TABLE_FUNCTION" for d in dicts_of(statement)):
@@ -159,6 +156,42 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
                 f"filters on `{name}` were not analysed for pruning: `{name}` appears more than once "
                 "in the query (only what DuckDB pushes down is used)")
     return out
+
+
+#: DuckDB's parse of the query texts read last (each query is read by several steps: the names
+#: it reads, its statement kinds, its WHERE clauses); None for a text it can't serialize.
+_PARSED: dict[str, dict[str, Any] | None] = {}
+_PARSED_KEPT = 64
+
+
+def parsed_sql(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any] | None:
+    """``query`` as DuckDB's parser reads it (``json_serialize_sql``: parsed, not bound; SELECT
+    statements only), with at least one statement; None when it can't be serialized. Shared:
+    callers must not change it."""
+    if query in _PARSED:
+        return _PARSED[query]
+    try:
+        parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchall()[0][0])
+    except Exception:  # noqa: BLE001 - not serializable: the caller reads it another way or not at all
+        parsed = None
+    if not isinstance(parsed, dict) or parsed.get("error") or not parsed.get("statements"):
+        parsed = None
+    if len(_PARSED) >= _PARSED_KEPT:
+        _PARSED.clear()
+    _PARSED[query] = parsed
+    return parsed
+
+
+def statement_kinds(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
+    """The kind of each statement of ``query`` (``SELECT``, ``CREATE``...): from the parse
+    :func:`parsed_sql` keeps when it serializes (only SELECT statements do), else from
+    ``duckdb.extract_statements`` (whose errors are raised)."""
+    import duckdb
+
+    parsed = parsed_sql(con, query)
+    if parsed is not None:
+        return ["SELECT"] * len(parsed["statements"])
+    return [st.type.name for st in duckdb.extract_statements(query)]
 
 
 def dicts_of(tree: Any) -> list[dict[str, Any]]:
