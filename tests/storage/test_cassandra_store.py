@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -142,6 +143,38 @@ def test_chunks_round_trip_with_split_chunk(cstore: CassandraStore, dataset: str
 
     sizes = cstore.stored_bytes(dataset)
     assert sizes == {col: sum(len(d) for r, d in chunks if r.column == col) for col in ("a", "b", "c")}
+
+
+@pytest.mark.cassandra
+def test_the_columns_of_a_few_segments_are_read_in_one_request(cstore: CassandraStore, dataset: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point lookup's chunks (every column of one segment) come in one request, split chunks
+    and missing ones included; many segments are still read a query per column."""
+    columns = [f"c{i}" for i in range(9)]
+    chunks = [(ChunkRef("p0", c, "s1"), os.urandom(50 + i)) for i, c in enumerate(columns)]
+    chunks += [(ChunkRef("p0", "c4", "s3"), os.urandom(2 * PART_BYTES + 7)), (ChunkRef("p0", "c5", "s3"), b"x")]
+    chunks += [(ChunkRef("p1", c, f"m{i}"), os.urandom(30)) for c in columns[:2] for i in range(20)]
+    cstore.put_chunks(dataset, chunks)
+    expected = dict(chunks)
+    requests = []
+    sent = cstore._session.execute_async
+
+    def counted(statement: Any, *args: Any, **kwargs: Any) -> Any:
+        requests.append(statement)
+        return sent(statement, *args, **kwargs)
+
+    monkeypatch.setattr(cstore._session, "execute_async", counted)
+
+    def read(wanted: list[ChunkRef]) -> int:
+        requests.clear()
+        got = list(cstore.get_chunks(dataset, wanted))
+        assert sorted(got, key=repr) == sorted(((r, expected.get(r, b"")) for r in wanted), key=repr)
+        return len(requests)
+
+    assert read([ChunkRef("p0", c, "s1") for c in columns]) == 1
+    assert read([ChunkRef("p0", c, "s1") for c in [*columns, "gone"]]) == 1  # a missing chunk: b""
+    assert read([ChunkRef("p0", "c4", "s3"), ChunkRef("p0", "c5", "s3"), ChunkRef("p0", "c0", "s1")]) == 2
+    assert read([ChunkRef("p1", c, f"m{i}") for c in columns[:2] for i in range(20)]) == 2  # per column
 
 
 @pytest.mark.cassandra

@@ -57,40 +57,55 @@ def _compare_values(op: str, lo: Any, hi: Any, values: tuple[Any, ...]) -> bool:
 
 def partition_may_match(node: Node | None, spec: DatasetSpec, values: tuple[Any, ...]) -> bool:
     """False only if no row of the partition with these transform values can match."""
+    return partition_pruner(node, spec)(values)
+
+
+def partition_pruner(node: Node | None, spec: DatasetSpec) -> Callable[[tuple[Any, ...]], bool]:
+    """``partition_may_match`` for one predicate over many partitions: each literal is cast
+    and projected through each transform once (a scan looks at every partition)."""
     if node is None or not spec.partition_by:
-        return True
+        return lambda values: True
     schema = spec.schema
+    projections: dict[tuple[int, int], tuple[str, tuple[Any, ...]] | None] = {}
 
-    def leaf(c: Compare) -> bool:
-        if c.column not in schema.names:
-            return True
-        type_ = schema.field(c.column).type
-        for transform, pv in zip(spec.partition_by, values, strict=True):
-            if transform.source != c.column:
-                continue
-            # every transform maps null to null and non-null to non-null
-            if c.op == "is_null":
-                if pv is not None:
-                    return False
-                continue
-            if c.op == "is_valid":
-                if pv is None:
-                    return False
-                continue
-            if pv is None:
-                return False  # comparisons with NULL are never true
+    def projected(c: Compare, i: int) -> tuple[str, tuple[Any, ...]] | None:
+        key = (id(c), i)
+        if key not in projections:
+            type_ = schema.field(c.column).type
             cast = _cast_values(c, type_)
-            if cast is None:
-                continue
-            projected = transform.project(c.op, tuple(v.as_py() for v in cast), type_)
-            if projected is None:
-                continue
-            op, pvals = projected
-            if not _compare_values(op, pv, pv, pvals):
-                return False
-        return True
+            projections[key] = None if cast is None else \
+                spec.partition_by[i].project(c.op, tuple(v.as_py() for v in cast), type_)
+        return projections[key]
 
-    return _evaluate(node, leaf)
+    def may_match(values: tuple[Any, ...]) -> bool:
+        def leaf(c: Compare) -> bool:
+            if c.column not in schema.names:
+                return True
+            for i, (transform, pv) in enumerate(zip(spec.partition_by, values, strict=True)):
+                if transform.source != c.column:
+                    continue
+                # every transform maps null to null and non-null to non-null
+                if c.op == "is_null":
+                    if pv is not None:
+                        return False
+                    continue
+                if c.op == "is_valid":
+                    if pv is None:
+                        return False
+                    continue
+                if pv is None:
+                    return False  # comparisons with NULL are never true
+                found = projected(c, i)
+                if found is None:
+                    continue
+                op, pvals = found
+                if not _compare_values(op, pv, pv, pvals):
+                    return False
+            return True
+
+        return _evaluate(node, leaf)
+
+    return may_match
 
 
 def segment_pruner(node: Node | None, schema: pa.Schema) -> Callable[[dict[str, ChunkStats], int], bool]:

@@ -335,13 +335,14 @@ class CassandraStore(ChunkStore):
 
     def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
         # One query per column and bucket for the wanted segments of up to _IN_PARTITIONS
-        # partitions (segment ids are unique, so rows are matched by segment alone): a scan of
-        # many small partitions costs a few queries per column, not one per chunk.
+        # partitions (segment ids are unique, so rows are matched by column and segment): a
+        # scan of many small partitions costs a few queries per column, not one per chunk. The
+        # queries of a few segments (a point lookup's) ask for all their columns at once.
         groups: dict[tuple[str, int], dict[str, dict[str, list[ChunkRef]]]] = {}
         for ref in refs:
             by_partition = groups.setdefault((ref.column, ref.bucket), {})
             by_partition.setdefault(ref.partition, {}).setdefault(ref.segment, []).append(ref)
-        tasks: deque[ChunkQuery] = deque()
+        tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]] = []
         for (column, bucket), by_partition in groups.items():
             batch: dict[str, list[ChunkRef]] = {}
             partitions: list[str] = []
@@ -349,18 +350,18 @@ class CassandraStore(ChunkStore):
                 wanted = by_partition[partition]
                 if batch and (len(partitions) >= _IN_PARTITIONS
                               or (len(partitions) + 1) * (len(batch) + len(wanted)) > _IN_PRODUCT):
-                    tasks.append(ChunkQuery((tuple(partitions), column, bucket), batch))
+                    tasks.append((tuple(partitions), column, bucket, batch))
                     batch, partitions = {}, []
                 for segment, seg_refs in wanted.items():
                     batch[segment] = seg_refs
                     if len(batch) >= _IN_SEGMENTS:
-                        tasks.append(ChunkQuery((tuple(partitions + [partition]), column, bucket), batch))
+                        tasks.append((tuple(partitions + [partition]), column, bucket, batch))
                         batch, partitions = {}, []
                 if batch and (not partitions or partitions[-1] != partition):
                     partitions.append(partition)
             if batch:
-                tasks.append(ChunkQuery((tuple(partitions), column, bucket), batch))
-        return self._fetch(dataset, tasks)
+                tasks.append((tuple(partitions), column, bucket, batch))
+        return self._fetch(dataset, _merged(tasks))
 
     def _fetch(self, dataset: str, tasks: deque[ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
         action = f"read chunks of dataset {dataset!r}"
@@ -373,9 +374,9 @@ class CassandraStore(ChunkStore):
         largest: dict[str, int] = {}
 
         def start(task: ChunkQuery) -> None:
-            partitions, column, bucket = task.key
-            statement = self._q["chunks"].bind((dataset, list(partitions), column, bucket, list(task.wanted)))
-            cell = largest.get(task.key[1]) or max(largest.values(), default=0)
+            partitions, columns, bucket = task.key
+            statement = self._q["chunks"].bind((dataset, list(partitions), list(columns), bucket, task.segments))
+            cell = max((largest.get(c, 0) for c in columns), default=0) or max(largest.values(), default=0)
             least, first, most = _PAGE_ROWS
             statement.fetch_size = max(least, min(most, budget // cell)) if cell else first
             task.future = future = self._session.execute_async(statement, execution_profile="read")
@@ -399,9 +400,8 @@ class CassandraStore(ChunkStore):
                     task.future.start_fetching_next_page() if task.pages else start(task)
                     continue
                 task.pages, task.since, received = task.pages + 1, time.monotonic(), True
-                if rows:
-                    column = task.key[1]
-                    largest[column] = max(largest.get(column, 1), *(len(r[3] or b"") for r in rows))
+                for r in rows or ():
+                    largest[r[0]] = max(largest.get(r[0], 1), len(r[4] or b""))
                 if more:  # ask for the next page before handing this one out
                     task.future.start_fetching_next_page()
                 else:
@@ -533,3 +533,32 @@ class CassandraStore(ChunkStore):
 
     def close(self) -> None:
         self._cluster.shutdown()
+
+
+#: Segments a chunk query may name for its columns to be asked for together (one request
+#: for a point lookup's chunks instead of one per column; a scan's queries stay per column,
+#: so that their pages are sized per column and read in parallel).
+_MERGE_SEGMENTS = 4
+
+
+def _merged(tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]]) -> deque[ChunkQuery]:
+    """The chunk queries of ``tasks`` (partitions, column, bucket, wanted refs by segment):
+    those of a few segments that name the same partitions, bucket and segments become one."""
+    out: deque[ChunkQuery] = deque()
+    together: dict[tuple[tuple[str, ...], int, tuple[str, ...]], ChunkQuery] = {}
+    for partitions, column, bucket, batch in tasks:
+        wanted = {(column, segment): seg_refs for segment, seg_refs in batch.items()}
+        if len(batch) > _MERGE_SEGMENTS:
+            out.append(ChunkQuery((partitions, (column,), bucket), wanted))
+            continue
+        key = (partitions, bucket, tuple(sorted(batch)))
+        query = together.get(key)
+        if query is not None and len(partitions) * (len(query.key[1]) + 1) * len(batch) > _IN_PRODUCT:
+            query = None  # Cassandra looks up each partition and segment of each column: a new query
+        if query is None:
+            together[key] = query = ChunkQuery((partitions, (column,), bucket), wanted)
+            out.append(query)
+        else:
+            query.key = (partitions, (*query.key[1], column), bucket)
+            query.wanted.update(wanted)
+    return out

@@ -132,25 +132,31 @@ class RequestWindow:
 
 
 class ChunkQuery:
-    """One chunk query (one slice, some segments) and the reassembly of its rows, which arrive
-    in clustering order (segment, part), possibly over several pages."""
+    """One chunk query (some columns of one slice, some segments) and the reassembly of its
+    rows, which arrive in clustering order (segment, part) for each column, possibly over
+    several pages."""
 
-    __slots__ = ("key", "wanted", "future", "pages", "since", "_segment", "_parts", "_count")
+    __slots__ = ("key", "wanted", "future", "pages", "since", "_chunk", "_parts", "_count")
 
-    def __init__(self, key: tuple[tuple[str, ...], str, int], wanted: dict[str, list[ChunkRef]]) -> None:
-        self.key, self.wanted = key, wanted
+    def __init__(self, key: tuple[tuple[str, ...], tuple[str, ...], int],
+                 wanted: dict[tuple[str, str], list[ChunkRef]]) -> None:
+        self.key, self.wanted = key, wanted  # key: (partitions, columns, bucket)
         self.future: Any = None
         self.pages = 0
         self.since = time.monotonic()  # last progress, for giving up on a busy connection
-        self._segment: str | None = None
+        self._chunk: tuple[str, str] | None = None  # (column, segment) being reassembled
         self._parts: list[bytes] = []
         self._count = 0
 
-    def feed(self, rows: Iterable[tuple[str, int, int, bytes]], last: bool) -> Iterator[tuple[ChunkRef, bytes]]:
-        for segment, part, count, data in rows:
-            if segment != self._segment:
+    @property
+    def segments(self) -> list[str]:
+        return sorted({segment for _, segment in self.wanted})
+
+    def feed(self, rows: Iterable[tuple[str, str, int, int, bytes]], last: bool) -> Iterator[tuple[ChunkRef, bytes]]:
+        for column, segment, part, count, data in rows:
+            if (column, segment) != self._chunk:
                 yield from self._flush()
-                self._segment = segment
+                self._chunk = (column, segment)
             if part == 0:
                 self._count = count or 1
             if part == len(self._parts) and part < self._count:  # not stale parts of an overwrite
@@ -163,10 +169,10 @@ class ChunkQuery:
             self.wanted = {}
 
     def _flush(self) -> Iterator[tuple[ChunkRef, bytes]]:
-        if self._segment is None:
+        if self._chunk is None:
             return
         parts, self._parts, self._count = self._parts, [], 0
         data = parts[0] if len(parts) == 1 else b"".join(parts)  # incomplete → checksum fails
-        for ref in self.wanted.pop(self._segment, ()):
+        for ref in self.wanted.pop(self._chunk, ()):
             yield ref, data
-        self._segment = None
+        self._chunk = None

@@ -60,8 +60,8 @@ STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
     "unsegments": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ?",
     "chunk": "INSERT INTO {ks}.chunks (dataset, partition, column, bucket, segment, part, parts, data)"
              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "chunks": "SELECT segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition IN ?"
-              " AND column = ? AND bucket = ? AND segment IN ?",
+    "chunks": "SELECT column, segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition IN ?"
+              " AND column IN ? AND bucket = ? AND segment IN ?",
     "unchunk": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
                " AND bucket = ? AND segment = ?",
     "unchunks": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"

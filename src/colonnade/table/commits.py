@@ -406,6 +406,15 @@ class Snapshot:
     def rows(self) -> int:
         return sum(s.rows for s in self.segments)
 
+    def dictionary_columns(self) -> frozenset[str]:
+        """The columns every live segment stores dictionary-encoded (worked out once: every
+        query of a snapshot asks, and a snapshot may hold hundreds of thousands of segments)."""
+        known = self.__dict__.get("_dictionary_columns")
+        if known is None:
+            known = frozenset.intersection(*(s.dictionary for s in self.segments)) if self.segments else frozenset()
+            object.__setattr__(self, "_dictionary_columns", known)  # a cache, not a field
+        return known  # type: ignore[no-any-return]
+
     @classmethod
     def empty(cls, dataset: str) -> Snapshot:
         return cls(dataset, 0, ())

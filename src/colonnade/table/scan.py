@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.expressions.pruning import partition_may_match, segment_pruner
+from colonnade.expressions.pruning import partition_pruner, segment_pruner
 from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
 from colonnade.storage.base import ChunkRef
 from colonnade.table.cache import ChunkCache, cache_of
@@ -94,10 +94,10 @@ def read_schema(dataset_schema: pa.Schema, snapshot: Snapshot, columns: list[str
     """The types scans yield: a string column stays dictionary-encoded when every live segment
     stored it that way (so the type is stable for the whole snapshot, whatever is pruned)."""
     fields = []
+    dictionary = snapshot.dictionary_columns()
     for name in columns:
         f = dataset_schema.field(name)
-        if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and snapshot.segments and all(
-                name in s.dictionary for s in snapshot.segments):
+        if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and name in dictionary:
             f = pa.field(name, pa.dictionary(pa.int32(), f.type))
         fields.append(f)
     return pa.schema(fields)
@@ -153,9 +153,9 @@ class Scan:
             by_partition.setdefault(s.partition, []).append(s)
         metrics.partitions_total = len(by_partition)
         metrics.segments_total = len(snapshot.segments)
+        partition_may_match = partition_pruner(node, ds.spec_at(snapshot))
         kept = {p: segs for p, segs in by_partition.items()
-                if (where is None or p not in where.partitions)
-                and partition_may_match(node, ds.spec_at(snapshot), segs[0].values)}
+                if (where is None or p not in where.partitions) and partition_may_match(segs[0].values)}
         metrics.partitions_scanned = len(kept)
         planned: list[PlannedSegment] = []
         if kept:
@@ -276,7 +276,7 @@ def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dic
 
 
 class _Cached:
-    """A cached array, read like a future's."""
+    """An array at hand (cached, or decoded in this thread), read like a future's."""
 
     __slots__ = ("_array",)
 
@@ -315,6 +315,10 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
                 refs.append(ref)
             else:
                 futures[(ref.segment, ref.column)] = _Cached(array)
+    # one small segment (a point lookup's, a scan's first windows) is decoded and filtered in
+    # this thread: handing a few small chunks to the pool costs more than decoding them
+    inline = len(window) == 1 and sum(
+        window[0].stats[c].nbytes for c in plan.read_columns if c in window[0].stats) <= DECODE_GROUP_BYTES
     nbytes = 0
     group: list[tuple[ChunkRef, bytes]] = []
     group_bytes = 0
@@ -322,9 +326,13 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     def submit() -> None:
         # small chunks are decoded a group per task (a task per 4,000-row chunk costs about as
         # much in scheduling as the decode itself); large ones one per task
-        task = pool.submit(_decode_group, ds.name, list(group), types, cache)
-        for i, (ref, _) in enumerate(group):
-            futures[(ref.segment, ref.column)] = _Part(task, i)
+        if inline:
+            for (ref, _), array in zip(group, _decode_group(ds.name, group, types, cache), strict=True):
+                futures[(ref.segment, ref.column)] = _Cached(array)
+        else:
+            task = pool.submit(_decode_group, ds.name, list(group), types, cache)
+            for i, (ref, _) in enumerate(group):
+                futures[(ref.segment, ref.column)] = _Part(task, i)
         group.clear()
 
     try:
@@ -358,7 +366,7 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     plan.metrics.rows_scanned += sum(s.entry.rows for s in window)
     plan.metrics.segments_read += len(window)
     if finish is not None:
-        batches = list(pool.map(finish, batches))
+        batches = [finish(b) for b in batches] if inline else list(pool.map(finish, batches))
     return [b for b in batches if b.num_rows]
 
 
