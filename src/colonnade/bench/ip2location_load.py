@@ -31,9 +31,10 @@ from colonnade.bench import ip2location_data as data
 from colonnade.errors import ColonnadeError
 
 DATASET = "ip2location"
-#: Rows per segment: a lookup reads one segment's chunks (2 MiB of ip values decoded), and
-#: each chunk's fixed overhead (~300 bytes of Arrow IPC framing) is ~0.01 byte per address.
-SEGMENT_ROWS = 1 << 18
+#: Rows per segment: a lookup decodes and filters one segment's chunks whole, and each chunk's
+#: fixed overhead (~300 bytes of Arrow IPC framing) is ~0.02 byte per address (see the layout
+#: choices in :mod:`colonnade.bench.ip2location`).
+SEGMENT_ROWS = 1 << 17
 #: One partition per /8 block of the address space: ``ip = X`` is pruned to one partition from
 #: the commit log before segment statistics are looked at.
 PARTITION_BY = f"truncate({1 << 24}, ip)"
