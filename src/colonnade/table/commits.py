@@ -406,6 +406,17 @@ class Snapshot:
     def rows(self) -> int:
         return sum(s.rows for s in self.segments)
 
+    def by_partition(self) -> dict[str, list[SegmentEntry]]:
+        """The live segments of each partition, in commit order (worked out once per snapshot;
+        callers must not change it)."""
+        known = self.__dict__.get("_by_partition")
+        if known is None:
+            known = {}
+            for s in self.segments:
+                known.setdefault(s.partition, []).append(s)
+            object.__setattr__(self, "_by_partition", known)  # a cache, not a field
+        return known  # type: ignore[no-any-return]
+
     def dictionary_columns(self) -> frozenset[str]:
         """The columns every live segment stores dictionary-encoded (worked out once: every
         query of a snapshot asks, and a snapshot may hold hundreds of thousands of segments)."""

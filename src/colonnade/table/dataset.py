@@ -207,15 +207,18 @@ class Dataset:
         (no store request), or from the segment index for segments committed before the log
         carried them; such a segment whose index row is missing is absent from the answer
         (callers name it as corrupt)."""
-        wanted = None if partitions is None else set(partitions)
+        if partitions is None:
+            segments: Iterable[SegmentEntry] = snapshot.segments
+        else:
+            by_partition = snapshot.by_partition()
+            segments = [s for p in dict.fromkeys(partitions) for s in by_partition.get(p, ())]
         out: dict[str, dict[str, ChunkStats]] = {}
         unlogged: set[str] = set()  # added before the log carried statistics
-        for s in snapshot.segments:
-            if wanted is None or s.partition in wanted:
-                if s.stats is not None:
-                    out[s.segment] = column_stats_from_text(s.stats)
-                else:
-                    unlogged.add(s.segment)
+        for s in segments:
+            if s.stats is not None:
+                out[s.segment] = column_stats_from_text(s.stats)
+            else:
+                unlogged.add(s.segment)
         if unlogged:
             keys = sorted({s.partition for s in snapshot.segments if s.segment in unlogged})
             out.update((r.segment, segment_stats_from_json(r.stats))

@@ -148,9 +148,7 @@ class Scan:
         metrics = ScanMetrics(columns=columns, filter_columns=read_columns[len(columns):],
                               pruning_columns=sorted(pruning_columns),
                               filter=None if self.filter is None else str(self.filter))
-        by_partition: dict[str, list[SegmentEntry]] = {}
-        for s in snapshot.segments:
-            by_partition.setdefault(s.partition, []).append(s)
+        by_partition = snapshot.by_partition()
         metrics.partitions_total = len(by_partition)
         metrics.segments_total = len(snapshot.segments)
         partition_may_match = partition_pruner(node, ds.spec_at(snapshot))
@@ -165,7 +163,8 @@ class Scan:
             else:
                 stats_by_id = ds.segment_stats(snapshot, list(kept))
             may_match = None if node is None else segment_pruner(node, schema)
-            for s in snapshot.segments:  # commit order
+            # commit order (a partition's own list is, when it is the only one kept)
+            for s in next(iter(kept.values())) if len(kept) == 1 else snapshot.segments:
                 if s.segment not in live or (where is not None and s.segment in where.segments):
                     continue
                 stats = stats_by_id.get(s.segment)
