@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -100,32 +99,6 @@ def _stop_cleanly(proc: Colonnade) -> dict[str, Any]:
     return report  # type: ignore[no-any-return]
 
 
-def test_a_problem_is_cleared_while_the_group_assigns_nothing(kafka_bootstrap: str) -> None:
-    """After a broker restart the group forms again (seconds without partitions): a problem
-    librdkafka reported late is cleared once the broker answers a metadata request, not kept
-    until partitions come back; with no broker answering it stays."""
-    from colonnade.stream.kafka_source import KafkaSource
-
-    topic = new_topic(kafka_bootstrap, "recheck")
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))  # a port nothing listens on
-    nowhere = f"127.0.0.1:{closed.getsockname()[1]}"
-    for bootstrap, cleared in ((kafka_bootstrap, True), (nowhere, False)):
-        source = KafkaSource(topic.name, bootstrap, f"g-{uuid.uuid4().hex[:8]}", 2**20,
-                             lambda parts: {}, lambda parts: None, lambda parts: None)
-        try:
-            assert not source.assigned
-            source.problem = "Kafka: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused"
-            source.recheck(timeout=5.0 if cleared else 0.5)
-            assert (source.problem is None) is cleared, (bootstrap, source.problem)
-            source.problem = "fatal Kafka error: fenced"  # a fatal problem is never cleared
-            source.recheck(timeout=5.0)
-            assert source.problem == "fatal Kafka error: fenced"
-        finally:
-            source.close()
-    closed.close()
-
-
 def test_the_broker_restarted_mid_stream(private_kafka: Any, module_store: Store, store_uri: str,
                                          workdir: Path) -> None:
     store, name = module_store, f"b_{uuid.uuid4().hex[:8]}"
@@ -150,9 +123,10 @@ def test_the_broker_restarted_mid_stream(private_kafka: Any, module_store: Store
     finally:
         feeder.stop()
     wait_for("the stream caught up", lambda: _caught_up(store, name, topic), timeout=60)
-    # caught up within a status interval of the broker's return, maybe: the next line is clean
+    # caught up within a status interval of the broker's return, maybe: a later line is clean
+    # (once the broker answers again, or the group has assigned the partitions again)
     wait_for("a status line without the problem", lambda: status_lines(stream.stderr())[-1].problem is None,
-             timeout=10)
+             timeout=30)
     assert stream.running()
     report = _stop_cleanly(stream)
     assert_exactly_once(store, name, topic)

@@ -206,20 +206,15 @@ class KafkaSource:
 
     def recheck(self, timeout: float = 0.5) -> None:
         """Clear a (non-fatal) problem once the broker answers again: a watermark query of one
-        assigned partition, or the topic's metadata while the group assigns none (after a broker
-        restart the group forms again, which takes seconds). An error librdkafka reports late,
-        after consuming resumed and the topic went quiet, would otherwise stay in the status
-        until the next message."""
+        assigned partition. (An error librdkafka reports late, after consuming resumed and the
+        topic went quiet, would otherwise stay in the status until the next message.)"""
         from confluent_kafka import KafkaException, TopicPartition
 
-        if self.problem is None or self.problem.startswith("fatal"):
+        if self.problem is None or self.problem.startswith("fatal") or not self.assigned:
             return
         try:
-            if self.assigned:
-                self.consumer.get_watermark_offsets(TopicPartition(self.topic, min(self.assigned)),
-                                                    timeout=timeout, cached=False)
-            else:
-                self.consumer.list_topics(self.topic, timeout=timeout)
+            self.consumer.get_watermark_offsets(TopicPartition(self.topic, min(self.assigned)),
+                                                timeout=timeout, cached=False)
         except KafkaException:
             return
         self.problem = None
