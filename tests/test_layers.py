@@ -23,6 +23,7 @@ ALLOWED = {
     "query": BASE | {"encoding", "schema", "storage", "expressions", "table", "notebook"},
     "ingest": BASE | {"encoding", "schema", "storage", "expressions", "table"},
     "stream": BASE | {"encoding", "schema", "storage", "expressions", "table"},
+    "geo": BASE | {"encoding", "schema", "storage", "expressions", "table"},
 }
 #: Packages the library never imports (the command line renders what the library reports).
 NEVER_IN_LIBRARY = {"cli"}

@@ -29,6 +29,7 @@ from colonnade.table.dataset import Dataset
 from colonnade.table.scan import read_schema
 
 if TYPE_CHECKING:
+    from colonnade.geo.tiles import TileLayer
     from colonnade.ingest.pipeline import IngestResult
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
@@ -139,6 +140,49 @@ class Store:
         spec = DatasetSpec.create(name, schema, partition_by, sort_by, segment_rows=segment_rows,
                                   compression=compression, created=time.time())
         return Dataset(self.chunk_store, spec, recorded=False)
+
+    def tiles(self, layer: str, tile_size: int | None = None, dtype: str | None = None,
+              curve: str | None = None, fill: float | None = None,
+              tiles_per_segment: int | None = None, create: bool = True) -> TileLayer:
+        """Tile layer ``layer`` (see :mod:`colonnade.geo.tiles`), created when missing (unless
+        ``create`` is false: TileError) with the settings given (defaults: 256-cell tiles of
+        float32, Hilbert order, fill 0, 64 tiles a segment). An existing layer must have every setting given here: TileError names the
+        difference; a dataset of that name that is not a tile layer is refused too."""
+        from colonnade.geo.tiles import (
+            TILE_SCHEMA,
+            LayerSettings,
+            TileError,
+            TileLayer,
+            create_layer,
+            layer_settings,
+            layer_spec,
+        )
+
+        asked: dict[str, Any] = {k: v for k, v in (("tile_size", tile_size), ("dtype", dtype), ("curve", curve), ("fill", fill),
+                                   ("tiles_per_segment", tiles_per_segment)) if v is not None}
+        if layer in self:
+            ds = self.dataset(layer)
+            found = layer_settings(ds)
+            if found is None:
+                raise TileError(f"dataset {ds.name!r} is not a tile layer")
+            differ = [f"{k} {getattr(found, k)!r} (asked for {v!r})" for k, v in asked.items()
+                      if getattr(found, k) != v]
+            if differ:
+                raise TileError(f"tile layer {ds.name!r} exists with {'; '.join(differ)}")
+            return TileLayer(ds, found)
+        if not create:
+            raise TileError(f"no tile layer {layer!r} in {self.uri}")
+        settings = LayerSettings(**asked)
+        settings.check()
+        ds = self.new_dataset(layer, TILE_SCHEMA, **layer_spec(settings))
+        create_layer(ds, settings)
+        return TileLayer(self.dataset(layer), layer_settings(self.dataset(layer)) or settings)
+
+    def tile_layers(self) -> list[str]:
+        """The datasets that are tile layers."""
+        from colonnade.geo.tiles import layer_settings
+
+        return [name for name in self.datasets() if layer_settings(self.dataset(name)) is not None]
 
     def ingest(self, name: str, paths: str | Path | Iterable[str | Path], workers: int = 1,
                **options: Any) -> IngestResult:

@@ -142,9 +142,9 @@ def duckdb_answers(table: pa.Table, queries: Iterable[str] = QUERIES) -> dict[st
 
 
 # -- the driver -------------------------------------------------------------------------------
-def connect(uri: StoreURI) -> tuple[Any, Any]:
+def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, Any]:
     """A (cluster, session) for ``uri``: token-aware, tuple rows, the store's consistency levels
-    (profile ``read`` for reads, the default one for writes)."""
+    (profile ``read`` for reads, the default one for writes); protocol v5 unless given."""
     from cassandra import ProtocolVersion
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -160,7 +160,8 @@ def connect(uri: StoreURI) -> tuple[Any, Any]:
             load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
             consistency_level=level, request_timeout=max(60.0, s.request_timeout), row_factory=tuple_factory)
 
-    cluster = Cluster(contact_points=list(uri.hosts), port=uri.port, protocol_version=ProtocolVersion.V5,
+    cluster = Cluster(contact_points=list(uri.hosts), port=uri.port,
+                      protocol_version=protocol_version or ProtocolVersion.V5,
                       auth_provider=PlainTextAuthProvider(uri.user, _password(uri)) if uri.user else None,
                       ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile(s.write_consistency),

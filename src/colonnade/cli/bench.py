@@ -46,6 +46,53 @@ def gdelt(settings: Settings, rows: int | None, store_uri: str | None, out: Path
     study.main(**{k: v for k, v in options.items() if v is not None})
 
 
+@bench.command()
+@click.option("--rows", type=click.IntRange(min=1000), metavar="N",
+              help="Rows of GDELT-shaped data (default: 4,037,539).")
+@click.option("--boxes", type=click.IntRange(min=1), metavar="K", help="Boxes per size (1°, 10°, 45°; default 20).")
+@click.option("--repeats", type=click.IntRange(min=1), metavar="R", help="Runs per query (the median is kept; default 3).")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch SQLite store).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where geo.json, geo.md and geo.png go.")
+@pass_settings
+def geo(settings: Settings, rows: int | None, boxes: int | None, repeats: int | None, store_uri: str | None,
+        out: Path) -> None:
+    """Bounding-box queries on GDELT partitioned by a Z-order cell and sorted by a Hilbert key,
+    against DuckDB over sorted Parquet; and the keys' encoding rate."""
+    from colonnade.bench import geo as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    options: dict[str, Any] = {"rows": rows, "boxes": boxes, "repeats": repeats, "store": store, "out": out}
+    study.main(**{k: v for k, v in options.items() if v is not None})
+
+
+@bench.command()
+@click.option("--store", "store_uri", metavar="URI",
+              help="Cassandra store (default: the group's --store if it is one, else "
+                   "cassandra://127.0.0.1/benchtiles); the CQL layouts go to keyspace <keyspace>_tiles.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True,
+              help="Where tiles-<N>node.json, .md and .png go (N: the cluster's nodes).")
+@click.option("--write-iterations", type=click.IntRange(min=1), default=15, show_default=True, metavar="N",
+              help="Writes of all of zoom 6 per layout.")
+@click.option("--read-iterations", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
+              help="Random 16×16 block reads per layout.")
+@click.option("--tiles-per-segment", type=click.IntRange(min=1), default=64, show_default=True, metavar="T",
+              help="Colonnade's tiles a segment (a power of 4).")
+@pass_settings
+def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations: int, read_iterations: int,
+          tiles_per_segment: int) -> None:
+    """The GeoTrellis tile study: writes of zoom 6 and 16×16 block reads, in the write-optimized
+    and read-optimized CQL layouts and in a Colonnade tile layer."""
+    from colonnade.bench import tiles as study
+
+    store = store_uri or (settings.store if settings.store_given and settings.store.startswith("cassandra:")
+                          else "cassandra://127.0.0.1/benchtiles")
+    study.main(store=store, out=out, write_iterations=write_iterations, read_iterations=read_iterations,
+               tiles_per_segment=tiles_per_segment)
+
+
 @bench.command("log")
 @click.option("--commits", type=click.IntRange(min=2), default=20_000, show_default=True, metavar="N",
               help="One-row commits in the long log.")

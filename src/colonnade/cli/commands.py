@@ -43,6 +43,13 @@ def _split(text: str | None) -> list[str] | None:
     return items or None
 
 
+def _sort_keys(text: str | None) -> list[str] | None:
+    """``--sort-by``: columns and curve expressions, split at top-level commas only."""
+    from colonnade.schema.transforms import split_top_level
+
+    return split_top_level(text) or None if text is not None else None
+
+
 def _delimiter(text: str | None) -> str | None:
     if text is None:
         return None
@@ -127,7 +134,7 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
     if inputs == ["-"] and fmt == "arrow" and schema_mode == "strict":  # merge: spooled
         _ingest_arrow_stdin(settings, dataset, source_id=source_id, force=force,
                             schema_mode=schema_mode, partition_by=partition_by,
-                            sort_by=_split(sort_by), segment_rows=segment_rows, as_json=as_json)
+                            sort_by=_sort_keys(sort_by), segment_rows=segment_rows, as_json=as_json)
         return
     result = None
     with _spooled_stdin("-" in inputs, fmt) as stdin:
@@ -142,7 +149,7 @@ def ingest(settings: Settings, dataset: str, files: tuple[str, ...], fmt: str | 
                     header=not no_header, columns=_split(columns), schema=schema,
                     on_error=on_error, max_errors=max_errors, rejects=rejects,
                     source_id=source_id, force=force, schema_mode=schema_mode,
-                    partition_by=partition_by, sort_by=_split(sort_by), segment_rows=segment_rows,
+                    partition_by=partition_by, sort_by=_sort_keys(sort_by), segment_rows=segment_rows,
                     progress=progress, names=names, sources=sources, workers=workers)
                 created = store.dataset(dataset).schema if result.created and result.inferred else None
                 for f in result.files:  # inputs the ingest did not open under their name

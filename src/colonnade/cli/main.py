@@ -112,12 +112,22 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from colonnade.cli import bench, cassandra, cleanup, commands, demo, kafka, maintenance, stream
+    from colonnade.cli import (
+        bench,
+        cassandra,
+        cleanup,
+        commands,
+        demo,
+        kafka,
+        maintenance,
+        stream,
+        tiles,
+    )
 
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
                     commands.describe, commands.verify, cleanup.expire, cleanup.vacuum, commands.drop,
                     maintenance.compact, maintenance.delete, maintenance.alter,
-                    stream.stream, demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
+                    stream.stream, tiles.tiles, demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
         cli.add_command(command)
 
 

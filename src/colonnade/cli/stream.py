@@ -68,6 +68,7 @@ def stream(settings: Settings, dataset: str, topic: str, bootstrap: str | None, 
     the offsets the dataset records, so each message is stored once whatever fails. Small
     segments are compacted as the stream goes."""
     from colonnade.config import default_kafka_bootstrap
+    from colonnade.schema.transforms import split_top_level
     from colonnade.stream import StreamOptions, run_stream
     from colonnade.stream.options import parse_columns
 
@@ -80,7 +81,7 @@ def stream(settings: Settings, dataset: str, topic: str, bootstrap: str | None, 
         schema = parse_columns(columns)
     options = StreamOptions(
         topic=topic, bootstrap=bootstrap or default_kafka_bootstrap(), group=group, format=fmt, schema=schema,
-        partition_by=partition_by, sort_by=tuple(c.strip() for c in (sort_by or "").split(",") if c.strip()),
+        partition_by=partition_by, sort_by=tuple(split_top_level(sort_by or "")),
         commit_interval=commit_interval, on_error=on_error, rejects=rejects, max_events=max_events,
         stop_when_idle=stop_when_idle, memory_limit=memory_limit * 2**20)
     stop = threading.Event()

@@ -14,6 +14,8 @@ import pyarrow as pa
 
 from colonnade.encoding.chunk import ChunkStats, physical_value
 from colonnade.expressions.tree import And, Compare, Node, Or, Unknown
+from colonnade.schema.curve import Curve
+from colonnade.schema.curves import Box, Range, in_ranges
 from colonnade.schema.spec import DatasetSpec
 
 
@@ -77,12 +79,22 @@ def partition_pruner(node: Node | None, spec: DatasetSpec) -> Callable[[tuple[An
                 spec.partition_by[i].project(c.op, tuple(v.as_py() for v in cast), type_)
         return projections[key]
 
+    curves = curve_ranges(node, spec)
+
     def may_match(values: tuple[Any, ...]) -> bool:
+        for i, _, ranges in curves:
+            if values[i] is not None and not in_ranges(values[i], ranges):
+                return False
+
         def leaf(c: Compare) -> bool:
             if c.column not in schema.names:
                 return True
             for i, (transform, pv) in enumerate(zip(spec.partition_by, values, strict=True)):
-                if transform.source != c.column:
+                if isinstance(transform, Curve) and c.column in transform.sources:
+                    if not _cell_may_match(c, transform, pv, schema.field(c.column).type):
+                        return False
+                    continue
+                if transform.sources != (c.column,):
                     continue
                 # every transform maps null to null and non-null to non-null
                 if c.op == "is_null":
@@ -106,6 +118,31 @@ def partition_pruner(node: Node | None, spec: DatasetSpec) -> Callable[[tuple[An
         return _evaluate(node, leaf)
 
     return may_match
+
+
+def _cell_may_match(c: Compare, curve: Curve, key: Any, type_: pa.DataType) -> bool:
+    """May a row of the curve partition ``key`` satisfy ``c``? (Its cell bounds the column.)"""
+    if c.op == "is_null":
+        return key is None  # a partition with a key has both coordinates
+    if c.op == "is_valid":
+        return True
+    bounds = curve.source_bounds(c.column, key, type_)
+    if bounds is None:
+        return True
+    cast = _cast_values(c, type_)
+    return True if cast is None else _compare_values(c.op, bounds[0], bounds[1], tuple(v.as_py() for v in cast))
+
+
+def curve_ranges(node: Node | None, spec: DatasetSpec) -> list[tuple[int, Box, list[Range]]]:
+    """For each curve transform of the partition spec that the predicate bounds: its position,
+    the predicate's bounding box and the key ranges covering it (``geo.transform``)."""
+    out = []
+    for i, transform in enumerate(spec.partition_by):
+        if isinstance(transform, Curve):
+            found = transform.ranges_for(node)
+            if found is not None:
+                out.append((i, *found))
+    return out
 
 
 def segment_pruner(node: Node | None, schema: pa.Schema) -> Callable[[dict[str, ChunkStats], int], bool]:

@@ -129,7 +129,8 @@ def ingest_arrow_stream(store: Store, dataset_name: str, stream: BinaryIO, *,
         skipped = ALREADY_INGESTED if part.rows else "no rows, 0 rows added"
     result.files = [FileResult(name, rows=appended.rows, bytes_in=source.size, seconds=seconds,
                                version=appended.version, skipped=skipped,
-                               segments=appended.segments, bytes_written=appended.bytes)]
+                               segments=appended.segments, bytes_written=appended.bytes,
+                               off_curve=appended.off_curve)]
     result.created = target.recorded_here
     result.seconds = seconds
     return result

@@ -71,7 +71,7 @@ from colonnade.ingest.tasks import (
 )
 from colonnade.ingest.worker import WorkerSetup
 from colonnade.table.conform import conform
-from colonnade.table.dataset import Dataset, file_identity
+from colonnade.table.dataset import Dataset, file_identity, off_curve_rows
 from colonnade.table.operation import WriteOperation, WrittenPart
 
 if TYPE_CHECKING:
@@ -341,7 +341,9 @@ class _Run:
                 rejected=sum(dispatcher.rejected.get(t, 0) for t in tids),
                 bytes_in=self.sizes[i], seconds=seconds, version=version, skipped=skipped,
                 segments=sum(len(p.entries) for p in parts) if version is not None else 0,
-                bytes_written=sum(p.bytes for p in parts) if version is not None else 0))
+                bytes_written=sum(p.bytes for p in parts) if version is not None else 0,
+                off_curve=off_curve_rows(self.target.spec, [e for p in parts for e in p.entries])
+                if version is not None else 0))
 
     def _abort(self, dispatcher: _Dispatcher) -> None:
         """Remove the parts handed back (Ctrl-C held: the abort is short); what a dead or

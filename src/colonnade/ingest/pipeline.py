@@ -71,6 +71,7 @@ class FileResult:
     segments: int = 0
     bytes_written: int = 0
     rejects: str | None = None  # the rejects file, when rows were rejected
+    off_curve: int = 0  # rows stored in a curve partition's NULL partition (no valid coordinates)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +122,10 @@ class IngestResult:
         return sum(f.segments for f in self.files)
 
     @property
+    def off_curve(self) -> int:
+        return sum(f.off_curve for f in self.files)
+
+    @property
     def bytes(self) -> int:
         return sum(f.bytes_written for f in self.files)
 
@@ -136,7 +141,7 @@ class IngestResult:
     def to_dict(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "rows": self.rows, "rejected": self.rejected,
                 "bytes_in": self.bytes_in, "seconds": self.seconds,
-                "rows_per_second": self.rows_per_second, "version": self.version,
+                "rows_per_second": self.rows_per_second, "version": self.version, "off_curve": self.off_curve,
                 "created": self.created, "inferred": self.inferred,
                 "inferred_rows": self.inferred_rows, "inferred_from": self.inferred_from,
                 "schema_warnings": [w.to_dict() for w in self.schema_warnings],
@@ -341,7 +346,7 @@ class _FileJob:
             name, rows=appended.rows, rejected=self.rejected, bytes_in=size,
             seconds=time.perf_counter() - self.started, version=appended.version,
             skipped=skipped, segments=appended.segments, bytes_written=appended.bytes,
-            rejects=str(rejects_file.path) if rejects_file is not None
+            off_curve=appended.off_curve, rejects=str(rejects_file.path) if rejects_file is not None
             and rejects_file.count > rejects_before else None)
 
     def _on_reject(self, reject: Reject) -> None:

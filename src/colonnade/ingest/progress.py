@@ -86,6 +86,9 @@ def summary_line(result: IngestResult) -> str:
     rejects = sorted({f.rejects for f in result.files if f.rejects})
     if rejects:
         line += f" (see {', '.join(rejects)})"
+    if result.off_curve:
+        line += (f", {plural(result.off_curve, 'row')} with NULL, NaN or out-of-range coordinates "
+                 "(kept in the curve's NULL partition)")
     if skipped:
         line += f"; {len(skipped)} skipped ({_reasons(skipped)})"
     return line

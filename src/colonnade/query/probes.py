@@ -27,6 +27,7 @@ import pyarrow as pa
 from colonnade.encoding.chunk import ChunkStats
 from colonnade.expressions.tree import And, Node, Or
 from colonnade.query.where import PLACEHOLDER, Probe, Rejected, probes_of, replace_probes
+from colonnade.schema.curve import Curve
 from colonnade.table.scan import Pruned
 
 if TYPE_CHECKING:
@@ -388,7 +389,12 @@ def partition_bounds(spec: DatasetSpec, values: tuple[Any, ...]) -> Callable[[st
     def bounds(column: str) -> list[Bounds]:
         out: list[Bounds] = []
         for transform, value in zip(spec.partition_by, values, strict=True):
-            if transform.source != column:
+            if isinstance(transform, Curve) and column in transform.sources:
+                cell = transform.source_bounds(column, value, schema.field(column).type)
+                if cell is not None:  # a partition with a key holds valid coordinates only
+                    out.append((cell[0], cell[1], False, True))
+                continue
+            if transform.sources != (column,):
                 continue
             if value is None:  # every transform maps null to null, and only null
                 out.append((None, None, True, False))
@@ -421,7 +427,7 @@ def prune(runner: ProbeRunner, spec: DatasetSpec, schema: pa.Schema, node: Node,
     decider = Decider(runner, schema, node)
     columns = frozenset(decider.columns)
     part_bounds = {p: partition_bounds(spec, segs[0].values) for p, segs in by_partition.items()}
-    if spec.partition_by and any(t.source in columns for t in spec.partition_by):
+    if spec.partition_by and any(c in columns for t in spec.partition_by for c in t.sources):
         for b in part_bounds.values():
             for column in columns:
                 for x in b(column):

@@ -118,16 +118,17 @@ def table_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
 #: Names read by query texts already seen (a text always names the same tables).
 _NAMES: dict[str, frozenset[str] | None] = {}
 _NAMES_KEPT = 1024
+_UNREAD = object()
 
 
 def _cached_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
-    if query not in _NAMES:
+    cached = _NAMES.get(query, _UNREAD)  # one lookup: another thread may clear the dict meanwhile
+    if cached is _UNREAD:
         if len(_NAMES) >= _NAMES_KEPT:
             _NAMES.clear()
         found = table_names(con, query)
-        _NAMES[query] = None if found is None else frozenset(found)
-    cached = _NAMES[query]
-    return None if cached is None else set(cached)
+        cached = _NAMES[query] = None if found is None else frozenset(found)
+    return None if cached is None else set(cached)  # type: ignore[call-overload]
 
 
 def _default_schema(catalog: str, schema: str) -> bool:

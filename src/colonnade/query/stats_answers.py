@@ -133,7 +133,7 @@ class StatsAnswers:
         columns = {c: by_lower[c.lower()] for c in written}
         spec = ds.spec_at(snapshot)
         identity = {t.source for t in spec.partition_by if t.name == "identity"}
-        sources = {t.source for t in spec.partition_by}
+        sources = {t.source for t in spec.partition_by if len(t.sources) == 1}
         if any(columns[c] not in sources for c in plan.where_columns):
             return None
         key = (ds.name, id(ds), snapshot.version, query)

@@ -162,14 +162,16 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
 #: it reads, its statement kinds, its WHERE clauses); None for a text it can't serialize.
 _PARSED: dict[str, dict[str, Any] | None] = {}
 _PARSED_KEPT = 64
+_UNREAD = object()
 
 
 def parsed_sql(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any] | None:
     """``query`` as DuckDB's parser reads it (``json_serialize_sql``: parsed, not bound; SELECT
     statements only), with at least one statement; None when it can't be serialized. Shared:
     callers must not change it."""
-    if query in _PARSED:
-        return _PARSED[query]
+    known = _PARSED.get(query, _UNREAD)  # one lookup: another thread may clear the dict meanwhile
+    if known is not _UNREAD:
+        return known  # type: ignore[return-value]
     try:
         parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchall()[0][0])
     except Exception:  # noqa: BLE001 - not serializable: the caller reads it another way or not at all

@@ -10,11 +10,20 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from colonnade.errors import SpecError
-from colonnade.schema.transforms import Transform, parse_partition_spec, parse_transform
+from colonnade.schema.transforms import (
+    Transform,
+    parse_partition_spec,
+    parse_transform,
+    split_top_level,
+)
 from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
 
 SPEC_FORMAT_VERSION = 1
 _NULL_KEY = "__null__"
+
+
+def _is_call(text: str) -> bool:
+    return "(" in text and text.rstrip().endswith(")")
 
 
 @dataclass(frozen=True)
@@ -32,12 +41,23 @@ class DatasetSpec:
         if len(names) != len(self.schema.names):
             raise SpecError(f"dataset {self.name!r}: duplicate column names")
         for t in self.partition_by:
-            if t.source not in names:
-                raise SpecError(f"partition column {t.source!r} is not in the schema of {self.name!r}")
-            t.check_type(self.schema.field(t.source).type)
-        for c in self.sort_by:
-            if c not in names:
-                raise SpecError(f"sort column {c!r} is not in the schema of {self.name!r}")
+            for source in t.sources:
+                if source not in names:
+                    raise SpecError(f"partition column {source!r} is not in the schema of {self.name!r}")
+                t.check_type(self.schema.field(source).type)
+        for key in self.sort_keys():
+            for source in [key] if isinstance(key, str) else key.sources:
+                if source not in names:
+                    raise SpecError(f"sort column {source!r} is not in the schema of {self.name!r}")
+            if not isinstance(key, str):
+                for source in key.sources:
+                    key.check_type(self.schema.field(source).type)
+
+    def sort_keys(self) -> list[str | Transform]:
+        """The sort key: column names, and curve expressions (``hilbert(lat, lon, 16)``) for
+        entries that aren't a column's name."""
+        names = set(self.schema.names)
+        return [c if c in names or not _is_call(c) else parse_transform(c) for c in self.sort_by]
 
     @classmethod
     def create(cls, name: str, schema: pa.Schema, partition_by: str | list[str] | None = None,
@@ -47,9 +67,12 @@ class DatasetSpec:
         else:
             transforms = [parse_transform(p) for p in (partition_by or [])]
         if isinstance(sort_by, str):
-            sort = [s.strip() for s in sort_by.split(",") if s.strip()]
+            sort = split_top_level(sort_by)
         else:
             sort = list(sort_by or [])
+        names = set(schema.names)
+        # a curve entry is stored as the transform writes itself (one spelling per key)
+        sort = [c if c in names or not _is_call(c) else str(parse_transform(c)) for c in sort]
         return cls(name, logical_schema(schema), tuple(transforms), tuple(sort),
                    **{k: v for k, v in settings.items() if v is not None})
 

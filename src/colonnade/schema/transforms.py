@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,9 +45,18 @@ class Transform(ABC):
     def field_name(self) -> str:
         return str(self)
 
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The columns the transform reads (one, except for curves)."""
+        return (self.source,)
+
     @abstractmethod
     def apply(self, array: pa.Array) -> pa.Array:
         """Partition values for every row (nulls stay null)."""
+
+    def apply_columns(self, columns: Sequence[pa.Array]) -> pa.Array:
+        """Partition values from the ``sources`` columns, in their order."""
+        return self.apply(columns[0])
 
     def apply_value(self, value: Any, type_: pa.DataType) -> Any:
         out = self.apply(pa.array([value], type=type_))
@@ -372,7 +382,7 @@ class Bucket(Transform):
 _UNARY: dict[str, type[Identity | Year | Month | Day | Hour]] = {
     "identity": Identity, "year": Year, "month": Month, "day": Day, "hour": Hour}
 _SPEC_HELP = ("use col, \"quoted col\", identity(col), year(col), month(col), day(col), hour(col), "
-              "bucket(n, col) or truncate(w, col)")
+              "bucket(n, col), truncate(w, col), zorder(lat, lon, bits) or hilbert(lat, lon, bits)")
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -416,7 +426,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def parse_transform(text: str) -> Transform:
     """Parse one partition expression: ``col``, ``"quoted col"``, ``identity(col)``,
     ``year(col)``, ``month(col)``, ``day(col)``, ``hour(col)``, ``bucket(n, col)``,
-    ``truncate(w, col)``; column names may be double-quoted (``""`` is a quote inside)."""
+    ``truncate(w, col)``, ``zorder(lat, lon, bits)``, ``hilbert(lat, lon, bits)``; column names
+    may be double-quoted (``""`` is a quote inside)."""
     tokens = _tokens(text)
     if not tokens:
         raise SpecError("empty partition expression")
@@ -434,6 +445,11 @@ def parse_transform(text: str) -> Transform:
                 and column is not None):
             n = int(args[0][1])
             return Bucket(n, column) if fn == "bucket" else Truncate(n, column)
+        from colonnade.schema.curve import parse_curve  # geo builds on this module
+
+        curve = parse_curve(fn, args)
+        if curve is not None:
+            return curve
     legacy = _legacy_transform(text) if '"' not in text else None
     if legacy is not None:
         return legacy

@@ -69,6 +69,12 @@ class CommitResult:
         return self.version is not None
 
 
+def off_curve_rows(spec: DatasetSpec, entries: Iterable[SegmentEntry]) -> int:
+    """Rows of ``entries`` in the NULL partition of a curve transform."""
+    curves = [i for i, t in enumerate(spec.partition_by) if len(t.sources) > 1]
+    return sum(e.rows for e in entries if any(e.values[i] is None for i in curves)) if curves else 0
+
+
 @dataclass(frozen=True)
 class AppendResult:
     version: int | None  # None when nothing was committed (duplicate source, no rows)
@@ -77,6 +83,7 @@ class AppendResult:
     bytes: int
     skipped: bool = False
     reason: str = ""
+    off_curve: int = 0  # rows with no cell on a curve partition (NULL, NaN, out-of-range coordinates)
 
 
 class Dataset:
@@ -388,7 +395,8 @@ class Dataset:
         done = self.commit(commit.with_actions(*actions), force=force, reads=reads)
         if done.version is None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason=done.reason)
-        return AppendResult(done.version, rows, len(entries), nbytes)
+        return AppendResult(done.version, rows, len(entries), nbytes,
+                            off_curve=off_curve_rows(self._spec, entries))
 
     def overwrite(self, data: Any, source: str | None = None) -> AppendResult:
         """Replace every row with ``data`` in one commit. It read the whole table: a commit that

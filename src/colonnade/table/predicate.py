@@ -124,7 +124,7 @@ class Predicate:
         def bounds(column: str) -> tuple[bool, Any, Any] | None:
             type_ = self.schema.field(column).type
             for transform, pv in zip(spec.partition_by, values, strict=True):
-                if transform.source != column:
+                if transform.sources != (column,):
                     continue
                 if pv is None:
                     return True, None, None  # every value of the column is null

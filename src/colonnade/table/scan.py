@@ -24,8 +24,11 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.expressions.pruning import partition_pruner, segment_pruner
+from colonnade.expressions.pruning import curve_ranges, partition_pruner, segment_pruner
 from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
+from colonnade.schema.curve import Curve
+from colonnade.schema.curves import merge_ranges
+from colonnade.schema.spec import DatasetSpec
 from colonnade.storage.base import ChunkRef
 from colonnade.table.cache import ChunkCache, cache_of
 from colonnade.table.commits import SegmentEntry, Snapshot
@@ -40,6 +43,7 @@ WINDOW_BYTES = 48 * 1024 * 1024
 WINDOW_SEGMENTS = 64
 #: Windows fetched only on demand (one segment each) before reading ahead starts.
 EAGER_WINDOWS = 2
+RANGES_SHOWN = 16  # key ranges listed per curve in a plan's metrics (all are counted)
 
 
 @dataclass
@@ -58,6 +62,8 @@ class ScanMetrics:
     filter_columns: list[str] = field(default_factory=list)  # read only to evaluate the filter
     pruning_columns: list[str] = field(default_factory=list)  # columns whose predicates pruned
     filter: str | None = None
+    # per curve transform the filter bounds: its box, key ranges and the partitions they ruled out
+    curve_ranges: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -151,10 +157,12 @@ class Scan:
         by_partition = snapshot.by_partition()
         metrics.partitions_total = len(by_partition)
         metrics.segments_total = len(snapshot.segments)
-        partition_may_match = partition_pruner(node, ds.spec_at(snapshot))
+        spec = ds.spec_at(snapshot)
+        partition_may_match = partition_pruner(node, spec)
         kept = {p: segs for p, segs in by_partition.items()
                 if (where is None or p not in where.partitions) and partition_may_match(segs[0].values)}
         metrics.partitions_scanned = len(kept)
+        metrics.curve_ranges = _curve_report(node, spec, by_partition, kept)
         planned: list[PlannedSegment] = []
         if kept:
             live = {s.segment: s for segs in kept.values() for s in segs}
@@ -215,6 +223,28 @@ def _finisher(expr: pc.Expression | None, plan: ScanPlan) -> Finisher | None:
     if expr is None:
         return lambda batch: batch.select(columns)
     return lambda batch: batch.filter(expr).select(columns)
+
+
+def _curve_report(node: Node | None, spec: DatasetSpec, by_partition: dict[str, list[SegmentEntry]],
+                  kept: dict[str, list[SegmentEntry]]) -> list[dict[str, Any]]:
+    """For each curve transform, when the scan pruned partitions: the key ranges of the cells
+    read (merged), how many cells there are and were read, and the filter's bounding box when
+    the scan's own filter gave one."""
+    boxes = {i: box for i, box, _ in curve_ranges(node, spec)}
+    out = []
+    for i, transform in enumerate(spec.partition_by):
+        if not isinstance(transform, Curve):
+            continue
+        cells = {segs[0].values[i] for segs in by_partition.values()} - {None}
+        read = {segs[0].values[i] for segs in kept.values()} - {None}
+        if len(read) == len(cells) and i not in boxes:
+            continue
+        ranges = merge_ranges([(k, k) for k in read])
+        out.append({"transform": str(transform), "box": list(boxes[i]) if i in boxes else None,
+                    "ranges": len(ranges), "key_ranges": [list(r) for r in ranges[:RANGES_SHOWN]],
+                    "cells_total": len(cells), "cells_read": len(read),
+                    "null_partition_read": any(segs[0].values[i] is None for segs in kept.values())})
+    return out
 
 
 def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:

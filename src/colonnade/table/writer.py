@@ -31,6 +31,7 @@ from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import FLAG_DICTIONARY, ChunkStats, encode_chunk
 from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
+from colonnade.schema.transforms import Transform
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.table.commits import SegmentEntry
 
@@ -126,6 +127,7 @@ class SegmentWriter:
                  on_segment: Callable[[SegmentEntry], None] | None = None) -> None:
         self.store = store
         self.spec = spec
+        self._sort_keys = spec.sort_keys()
         self.commit_id = commit_id
         self.settings = settings or WriteSettings.from_env(segment_rows=spec.segment_rows,
                                                            compression=spec.compression)
@@ -190,7 +192,7 @@ class SegmentWriter:
         transforms = self.spec.partition_by
         if not transforms:
             return [((), batch)]
-        keys = [t.apply(batch.column(t.source)) for t in transforms]
+        keys = [t.apply_columns([batch.column(c) for c in t.sources]) for t in transforms]
         first = [k[0].as_py() for k in keys] if batch.num_rows else []
         if all(pc.all(pc.equal(k, k[0])).as_py() and k.null_count == 0 for k in keys):
             return [(tuple(first), batch)]
@@ -255,7 +257,7 @@ class SegmentWriter:
 
     def _write_segment(self, partition: str, values: tuple[Any, ...], bucket: int, table: pa.Table) -> None:
         if self.spec.sort_by:
-            table = table.sort_by([(c, "ascending") for c in self.spec.sort_by])
+            table = sort_segment(table, self._sort_keys)
         segment_id = uuid.uuid4().hex
         compression = self.settings.ipc_compression
         names = table.column_names
@@ -287,6 +289,18 @@ class SegmentWriter:
         self._queue.put(None)
         self._thread.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sort_segment(table: pa.Table, keys: list[str | Transform]) -> pa.Table:
+    """The rows of a segment in sort-key order (NULL keys last); a curve key is computed from
+    its coordinate columns and not stored (the coordinates' own statistics then bound the
+    segment's box)."""
+    if all(isinstance(k, str) for k in keys):
+        return table.sort_by([(k, "ascending") for k in keys])  # type: ignore[misc]
+    columns = {f"k{i}": table.column(k) if isinstance(k, str) else
+               k.apply_columns([table.column(c) for c in k.sources]) for i, k in enumerate(keys)}
+    order = pc.sort_indices(pa.table(columns), sort_keys=[(name, "ascending", "at_end") for name in columns])
+    return table.take(order)
 
 
 def write_all(writer: SegmentWriter, batches: Iterable[pa.RecordBatch],
