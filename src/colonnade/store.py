@@ -143,10 +143,10 @@ class Store:
 
     def tiles(self, layer: str, tile_size: int | None = None, dtype: str | None = None,
               curve: str | None = None, fill: float | None = None,
-              tiles_per_segment: int | None = None, create: bool = True) -> TileLayer:
+              tiles_per_segment: int | None = None, codec: str | None = None, create: bool = True) -> TileLayer:
         """Tile layer ``layer`` (see :mod:`colonnade.geo.tiles`), created when missing (unless
         ``create`` is false: TileError) with the settings given (defaults: 256-cell tiles of
-        float32, Hilbert order, fill 0, 64 tiles a segment). An existing layer must have every setting given here: TileError names the
+        float32, Hilbert order, fill 0, 64 tiles a segment, each tile compressed with zstd). An existing layer must have every setting given here: TileError names the
         difference; a dataset of that name that is not a tile layer is refused too."""
         from colonnade.geo.tiles import (
             TILE_SCHEMA,
@@ -159,7 +159,7 @@ class Store:
         )
 
         asked: dict[str, Any] = {k: v for k, v in (("tile_size", tile_size), ("dtype", dtype), ("curve", curve), ("fill", fill),
-                                   ("tiles_per_segment", tiles_per_segment)) if v is not None}
+                                   ("tiles_per_segment", tiles_per_segment), ("codec", codec)) if v is not None}
         if layer in self:
             ds = self.dataset(layer)
             found = layer_settings(ds)

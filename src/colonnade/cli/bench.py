@@ -80,9 +80,11 @@ def geo(settings: Settings, rows: int | None, boxes: int | None, repeats: int | 
               help="Random 16×16 block reads per layout.")
 @click.option("--tiles-per-segment", type=click.IntRange(min=1), default=64, show_default=True, metavar="T",
               help="Colonnade's tiles a segment (a power of 4).")
+@click.option("--codec", type=click.Choice(["zstd", "lz4", "none"]), default="zstd", show_default=True,
+              help="How every layout compresses each tile.")
 @pass_settings
 def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations: int, read_iterations: int,
-          tiles_per_segment: int) -> None:
+          tiles_per_segment: int, codec: str) -> None:
     """The GeoTrellis tile study: writes of zoom 6 and 16×16 block reads, in the write-optimized
     and read-optimized CQL layouts and in a Colonnade tile layer."""
     from colonnade.bench import tiles as study
@@ -90,7 +92,7 @@ def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations
     store = store_uri or (settings.store if settings.store_given and settings.store.startswith("cassandra:")
                           else "cassandra://127.0.0.1/benchtiles")
     study.main(store=store, out=out, write_iterations=write_iterations, read_iterations=read_iterations,
-               tiles_per_segment=tiles_per_segment)
+               tiles_per_segment=tiles_per_segment, codec=codec)
 
 
 @bench.command("log")

@@ -303,7 +303,7 @@ commitlog_total_space: 512MiB
 # share a 2-core, 24 GiB machine.
 memtable_allocation_type: heap_buffers
 key_cache_size: 16MiB
-row_cache_size: 0MiB
+row_cache_size: 128MiB  # used only by tables that ask for it (caching rows_per_partition)
 counter_cache_size: 8MiB
 concurrent_reads: 8
 concurrent_writes: 8

@@ -3,39 +3,45 @@ Colonnade dataset in space-filling-curve order.
 
 A layer is a dataset whose rows are tiles: ``zoom``, ``key`` (the tile's Hilbert or Z-order
 index at its zoom, ``2 * zoom`` bits), ``x``, ``y`` and ``tile`` (the cells, ``tile_size²``
-values of ``dtype`` in row-major order). It is partitioned by ``zoom`` and by
-``truncate(tiles_per_segment, key)`` and sorted by ``key``: with ``tiles_per_segment`` a power
-of four, every segment holds one aligned square block of tiles (64: 8×8), so an aligned 16×16
-block is four segments and any block is a few key ranges (``curves.cell_ranges``), which prune
-partitions and, by the key's min/max, segments. Tile bytes are compressed and checksummed as
-every chunk is. The layer's settings are a dataset property (``tiles``), committed with the
-layer.
+values of ``dtype`` in row-major order, compressed alone with the layer's ``codec``). It is
+partitioned by ``zoom`` and by ``truncate(tiles_per_segment, key)`` and sorted by ``key``: with
+``tiles_per_segment`` a power of four, every segment holds one aligned square block of tiles
+(64: 8×8), so an aligned 16×16 block is four segments and any block is the segments of the
+aligned blocks its key ranges (``curves.cell_ranges``) meet, found from the partition values
+alone. Each tile is compressed alone (the chunks themselves are stored uncompressed, and
+checksummed as every chunk is) so that a block that is not aligned decompresses only its own
+tiles, not all those of the segments it meets. The layer's settings are a dataset property
+(``tiles``), committed with the layer: creating a layer is one commit.
 
-Writing a tile that exists replaces it: a write reads the segments of the blocks it touches,
-keeps their other tiles and writes each block again, in one commit (copy-on-write, like a
-delete), so readers see all of a write or none of it. Tiles never written read as ``fill``.
+Writing a tile that exists replaces it: a write reads the segments of the blocks it touches
+(unless their key statistics show that every tile of theirs is being written), keeps their
+other tiles and writes each block again, in one commit (copy-on-write, like a delete), so
+readers see all of a write or none of it. Tiles never written read as ``fill``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from colonnade.errors import ColonnadeError
-from colonnade.schema.curves import CURVES, cell_ranges, key_of_cell
+from colonnade.errors import ColonnadeError, CorruptChunkError
+from colonnade.schema.curves import CURVES, cell_ranges, key_of_cell, keys_of_cells
 
 if TYPE_CHECKING:
+    from colonnade.table.commits import SegmentEntry, Snapshot
     from colonnade.table.dataset import Dataset
 
 PROPERTY = "tiles"
 MAX_ZOOM = 30
 TILE_SCHEMA = pa.schema([("zoom", pa.int8()), ("key", pa.int64()), ("x", pa.int32()), ("y", pa.int32()),
                          ("tile", pa.binary())])
+WRITE_BATCH_BYTES = 256 << 20  # tile cells compressed and handed to the writer at once
+CODECS = ("zstd", "lz4", "none")
 DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "float64", "int64", "uint64")
 
 
@@ -50,6 +56,7 @@ class LayerSettings:
     curve: str = "hilbert"
     fill: float = 0.0
     tiles_per_segment: int = 64
+    codec: str = "zstd"  # each tile's cells compressed alone (see the module docstring)
 
     def check(self) -> None:
         if self.tile_size < 1 or self.tile_size > 8192:
@@ -61,15 +68,17 @@ class LayerSettings:
         n = self.tiles_per_segment
         if n < 1 or n & (n - 1) or (n.bit_length() - 1) % 2:
             raise TileError(f"tiles per segment must be a power of 4 (1, 4, 16, 64, ...), not {n}")
+        if self.codec not in CODECS:
+            raise TileError(f"unknown tile codec {self.codec!r}: use {', '.join(CODECS)}")
 
     def to_json(self) -> dict[str, Any]:
         return {"tile_size": self.tile_size, "dtype": self.dtype, "curve": self.curve, "fill": self.fill,
-                "tiles_per_segment": self.tiles_per_segment}
+                "tiles_per_segment": self.tiles_per_segment, "codec": self.codec}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> LayerSettings:
         return cls(int(value["tile_size"]), str(value["dtype"]), str(value["curve"]), float(value["fill"]),
-                   int(value["tiles_per_segment"]))
+                   int(value["tiles_per_segment"]), str(value["codec"]))
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,22 @@ class TileLayer:
         self.settings = settings
         self._dtype = np.dtype(settings.dtype)
         self._tile_bytes = settings.tile_size * settings.tile_size * self._dtype.itemsize
+        self._codec = None if settings.codec == "none" else pa.Codec(
+            settings.codec, compression_level=3 if settings.codec == "zstd" else None)
+
+    def compress(self, cells: np.ndarray) -> bytes:
+        """A tile's stored bytes."""
+        data = cells.tobytes()
+        return data if self._codec is None else bytes(self._codec.compress(data, asbytes=True))
+
+    def decompress(self, stored: Any) -> np.ndarray:
+        """A tile's cells (size × size of the layer's dtype) from its stored bytes."""
+        data = stored if self._codec is None else self._codec.decompress(stored, self._tile_bytes)
+        cells = np.frombuffer(data, dtype=self._dtype)
+        if cells.nbytes != self._tile_bytes:
+            raise TileError(f"a tile of layer {self.name!r} holds {cells.nbytes} bytes, not {self._tile_bytes}")
+        size = self.settings.tile_size
+        return cells.reshape(size, size)
 
     @property
     def name(self) -> str:
@@ -115,7 +140,8 @@ class TileLayer:
             if not isinstance(v, int | np.integer) or not 0 <= v < n:
                 raise TileError(f"tile {name}={v!r} is outside the grid of zoom {zoom} (0 to {n - 1})")
 
-    def _tile_bytes_of(self, zoom: int, x: int, y: int, array: Any) -> bytes:
+    def _checked(self, zoom: int, x: int, y: int, array: Any) -> np.ndarray:
+        """The tile as a C-contiguous array of the layer's dtype, or TileError."""
         a = np.asarray(array)
         size = self.settings.tile_size
         if a.shape != (size, size):
@@ -125,7 +151,7 @@ class TileLayer:
                 raise TileError(f"tile {zoom}/{x}/{y}: dtype {a.dtype} can't be stored as {self._dtype} "
                                 "without loss")
             a = a.astype(self._dtype)
-        return np.ascontiguousarray(a).tobytes()
+        return np.ascontiguousarray(a)
 
     # -- writing
     def write(self, zoom: int, x: int, y: int, array: Any) -> TileWriteResult:
@@ -134,13 +160,18 @@ class TileLayer:
     def write_many(self, tiles: Iterable[tuple[int, int, int, Any]]) -> TileWriteResult:
         """Write tiles in one commit (a tile written twice here keeps the last); every tile is
         checked before anything is written."""
-        rows: dict[tuple[int, int], tuple[int, int, bytes]] = {}
+        found: dict[tuple[int, int, int], np.ndarray] = {}
         for zoom, x, y, array in tiles:
-            key = self.key(zoom, x, y)
-            rows[(int(zoom), key)] = (int(x), int(y), self._tile_bytes_of(zoom, x, y, array))
-        if not rows:
+            self._check_position(zoom, x, y)
+            found[(int(zoom), int(x), int(y))] = self._checked(zoom, x, y, array)
+        if not found:
             return TileWriteResult(None, 0, 0, 0)
-        return _write_tiles(self, rows)
+        where = np.array(list(found), dtype=np.int64).reshape(-1, 3)
+        keys = np.empty(len(where), dtype=np.int64)
+        for zoom in np.unique(where[:, 0]):
+            at = where[:, 0] == zoom
+            keys[at] = keys_of_cells(self.settings.curve, where[at, 1], where[at, 2], int(zoom))
+        return _write_tiles(self, where, keys, list(found.values()))
 
     # -- reading
     def read(self, zoom: int, x: int, y: int) -> np.ndarray:
@@ -150,28 +181,94 @@ class TileLayer:
                    version: int | None = None) -> np.ndarray:
         """The tiles ``[x0, x0 + width) × [y0, y0 + height)`` as one array of shape
         ``(height * tile_size, width * tile_size)``, row ``y0`` of tiles at the top; missing
-        tiles are ``fill``."""
+        tiles are ``fill``. Only the ``key`` and ``tile`` chunks of the segments the block
+        meets are read; each segment's tiles are decompressed (two threads) as its chunks
+        arrive, while the others are still being fetched."""
         if width < 1 or height < 1:
             raise TileError(f"a block needs a width and height of at least 1, not {width}×{height}")
         self._check_position(zoom, x0, y0)
         self._check_position(zoom, x0 + width - 1, y0 + height - 1)
         size = self.settings.tile_size
-        out = np.full((height * size, width * size), self.settings.fill, dtype=self._dtype)
-        for x, y, data in self._tiles_in(zoom, x0, x0 + width - 1, y0, y0 + height - 1, version):
-            if x0 <= x < x0 + width and y0 <= y < y0 + height:
-                r, c = (y - y0) * size, (x - x0) * size
-                out[r:r + size, c:c + size] = np.frombuffer(data, dtype=self._dtype).reshape(size, size)
+        snapshot = self.dataset.snapshot(version)
+        segments = self.block_segments(zoom, x0, y0, width, height, snapshot)
+        if not segments:
+            return np.full((height * size, width * size), self.settings.fill, dtype=self._dtype)
+        out = np.empty((height * size, width * size), dtype=self._dtype)  # every tile is placed or filled
+        ys, xs = np.mgrid[y0:y0 + height, x0:x0 + width]
+        keys = keys_of_cells(self.settings.curve, xs.ravel(), ys.ravel(), zoom)
+        # where each of the block's tiles goes in ``out``
+        slot = dict(zip(keys.tolist(), zip(((ys.ravel() - y0) * size).tolist(), ((xs.ravel() - x0) * size).tolist(),
+                                           strict=True), strict=True))
+
+        placed: list[int] = []
+
+        def place(key_array: pa.Array, tile_array: pa.Array) -> None:
+            offsets = np.frombuffer(tile_array.buffers()[1], dtype=np.int32)[
+                tile_array.offset:tile_array.offset + len(tile_array) + 1]
+            data = tile_array.buffers()[2]
+            for i, key in enumerate(key_array.to_pylist()):
+                at = slot.get(key)
+                if at is not None:
+                    start = int(offsets[i])
+                    out[at[0]:at[0] + size, at[1]:at[1] + size] = self.decompress(
+                        data.slice(start, int(offsets[i + 1]) - start))
+                    placed.append(key)  # list.append is atomic: the pool's threads share it
+
+        self._read_segments(segments, place)
+        for key in slot.keys() - set(placed):
+            r, c = slot[key]
+            out[r:r + size, c:c + size] = self.settings.fill
         return out
 
-    def _tiles_in(self, zoom: int, x0: int, x1: int, y0: int, y1: int,
-                  version: int | None) -> Iterator[tuple[int, int, bytes]]:
-        ranges = cell_ranges(self.settings.curve, zoom, x0, x1, y0, y1, budget=64)
-        scan = self.dataset.scan(columns=["x", "y", "tile"], filter=block_filter(zoom, ranges), version=version)
-        for batch in scan.to_batches():
-            xs, ys = batch.column(0).to_pylist(), batch.column(1).to_pylist()
-            tiles = batch.column(2)
-            for i in range(batch.num_rows):
-                yield xs[i], ys[i], tiles[i].as_buffer()
+    def _read_segments(self, segments: list[SegmentEntry], place: Any) -> None:
+        """Fetch the tile chunks of the segments (and their key chunks, unless the log's
+        statistics show a segment holds every key from its least to its greatest, in order) and
+        call ``place(keys, tiles)`` per segment in a pool of two threads as soon as its chunks
+        are here."""
+        from colonnade.storage.base import ChunkRef
+        from colonnade.table.scan import decode_column
+        from colonnade.table.writer import column_stats_from_text
+
+        ds = self.dataset
+        types = {"key": pa.int64(), "tile": pa.binary()}
+        implied: dict[str, pa.Array] = {}
+        refs = []
+        for s in segments:
+            key = column_stats_from_text(s.stats).get("key") if s.stats else None
+            if key is not None and key.nulls == 0 and key.min is not None and key.max is not None \
+                    and key.max - key.min + 1 == s.rows:
+                implied[s.segment] = pa.array(np.arange(key.min, key.max + 1, dtype=np.int64))  # sorted, unique
+            else:
+                refs.append(ChunkRef(s.partition, "key", s.segment, s.bucket))
+            refs.append(ChunkRef(s.partition, "tile", s.segment, s.bucket))
+        arrived: dict[str, dict[str, pa.Array]] = {seg: {"key": keys} for seg, keys in implied.items()}
+        with ThreadPoolExecutor(2, thread_name_prefix="colonnade-tiles") as pool:
+            futures = []
+            for ref, data in ds.store.get_chunks(ds.name, refs):
+                got = arrived.setdefault(ref.segment, {})
+                got[ref.column] = decode_column(ds.name, ref, data, types[ref.column])
+                if len(got) == len(types):
+                    if len(got["key"]) != len(got["tile"]):
+                        raise CorruptChunkError(ds.name, "tile", ref.segment,
+                                                f"{len(got['tile'])} tiles, {len(got['key'])} keys")
+                    futures.append(pool.submit(place, got["key"], got["tile"]))
+            for future in futures:
+                future.result()
+
+    def block_segments(self, zoom: int, x0: int, y0: int, width: int, height: int,
+                       snapshot: Snapshot | None = None) -> list[SegmentEntry]:
+        """The segments a block's tiles can be in: those of the aligned blocks of
+        ``tiles_per_segment`` tiles that the block's key ranges meet (no statistics read)."""
+        snapshot = snapshot or self.dataset.snapshot()
+        spec = self.dataset.spec_at(snapshot)
+        by_partition = snapshot.by_partition()
+        step = self.settings.tiles_per_segment
+        found: dict[str, SegmentEntry] = {}
+        for lo, hi in cell_ranges(self.settings.curve, zoom, x0, x0 + width - 1, y0, y0 + height - 1, budget=64):
+            for first in range(lo - lo % step, hi + 1, step):
+                for s in by_partition.get(spec.partition_key((zoom, first)), ()):
+                    found[s.segment] = s
+        return list(found.values())
 
     def info(self) -> dict[str, Any]:
         """The layer's settings, and per zoom its tile count and stored bytes."""
@@ -187,19 +284,9 @@ class TileLayer:
                 "zooms": {str(k): v for k, v in sorted(zooms.items())}}
 
 
-def block_filter(zoom: int, ranges: Sequence[tuple[int, int]]) -> pc.Expression:
-    """``zoom = Z AND (key BETWEEN a AND b OR ...)``."""
-    key = pc.field("key")
-    either: pc.Expression | None = None
-    for lo, hi in ranges:
-        term = (key >= lo) & (key <= hi) if lo != hi else key == lo
-        either = term if either is None else either | term
-    zoom_is = pc.field("zoom") == pa.scalar(zoom, pa.int8())
-    return zoom_is if either is None else zoom_is & either
-
-
-def _write_tiles(layer: TileLayer, rows: dict[tuple[int, int], tuple[int, int, bytes]]) -> TileWriteResult:
-    """Copy-on-write of the blocks the tiles fall in (see the module docstring)."""
+def _write_tiles(layer: TileLayer, where: np.ndarray, keys: np.ndarray, arrays: list[np.ndarray]) -> TileWriteResult:
+    """Copy-on-write of the blocks the tiles fall in (see the module docstring); ``where`` holds
+    (zoom, x, y) per tile, ``keys`` their curve keys."""
     from colonnade.config import WriteSettings
     from colonnade.table.commits import AddSegments, Commit, RemoveSegments
     from colonnade.table.scan import Scan
@@ -209,32 +296,29 @@ def _write_tiles(layer: TileLayer, rows: dict[tuple[int, int], tuple[int, int, b
     snapshot = ds.snapshot()
     spec = ds.spec.with_schema(ds.schema_at(snapshot))
     bin_size = layer.settings.tiles_per_segment
-    touched = {spec.partition_key((zoom, key - key % bin_size)) for zoom, key in rows}
+    written = set(zip(where[:, 0].tolist(), keys.tolist(), strict=True))
+    touched = {spec.partition_key((zoom, key - key % bin_size)) for zoom, key in written}
     by_partition = snapshot.by_partition()
     old = [s for p in touched for s in by_partition.get(p, [])]
-    commit = Commit.new("write_tiles", info={"tiles": len(rows)})
+    commit = Commit.new("write_tiles", info={"tiles": len(written)})
     settings = WriteSettings.from_env(segment_rows=bin_size, compression=spec.compression)
     writer = SegmentWriter(ds.store, spec, commit.id, settings)
-    replaced = 0
-    to_read = _partly_replaced(ds, snapshot, old, rows)
+    to_read = _partly_replaced(ds, snapshot, old, written)
     replaced = sum(s.rows for s in old) - sum(s.rows for s in to_read)
     try:
         if to_read:
             for batch in Scan(ds, snapshot=replace(snapshot, segments=tuple(to_read))).to_batches():
                 zooms = batch.column("zoom").to_numpy(zero_copy_only=False)
-                keys = batch.column("key").to_numpy(zero_copy_only=False)
-                keep = np.array([(int(z), int(k)) not in rows for z, k in zip(zooms, keys, strict=True)], dtype=bool)
+                old_keys = batch.column("key").to_numpy(zero_copy_only=False)
+                keep = np.array([(int(z), int(k)) not in written for z, k in zip(zooms, old_keys, strict=True)],
+                                dtype=bool)
                 replaced += int((~keep).sum())
                 if keep.any():
                     writer.write(batch.filter(pa.array(keep)))
-        ordered = sorted(rows.items())
-        writer.write(pa.RecordBatch.from_arrays([
-            pa.array([z for (z, _), _ in ordered], pa.int8()),
-            pa.array([k for (_, k), _ in ordered], pa.int64()),
-            pa.array([v[0] for _, v in ordered], pa.int32()),
-            pa.array([v[1] for _, v in ordered], pa.int32()),
-            pa.array([v[2] for _, v in ordered], pa.binary()),
-        ], schema=TILE_SCHEMA))
+        order = np.lexsort((keys, where[:, 0]))
+        per_batch = max(1, WRITE_BATCH_BYTES // max(1, arrays[0].nbytes))
+        for start in range(0, len(order), per_batch):
+            writer.write(_tile_batch(layer, where, keys, arrays, order[start:start + per_batch]))
         entries = writer.finish()
     except BaseException:
         writer.abort()
@@ -243,11 +327,20 @@ def _write_tiles(layer: TileLayer, rows: dict[tuple[int, int], tuple[int, int, b
     actions: list[Any] = [RemoveSegments(removed)] if removed else []
     actions.append(AddSegments(tuple(entries)))
     done = ds.commit(commit.with_actions(*actions), reads=ds.reads(snapshot, removes=list(removed), partitions=touched))
-    return TileWriteResult(done.version, len(rows), replaced, len(entries))
+    return TileWriteResult(done.version, len(written), replaced, len(entries))
+
+
+def _tile_batch(layer: TileLayer, where: np.ndarray, keys: np.ndarray, arrays: list[np.ndarray],
+                rows: np.ndarray) -> pa.RecordBatch:
+    """Rows of the tiles ``rows`` (indexes), each tile's cells compressed alone."""
+    return pa.RecordBatch.from_arrays([
+        pa.array(where[rows, 0], pa.int8()), pa.array(keys[rows], pa.int64()),
+        pa.array(where[rows, 1], pa.int32()), pa.array(where[rows, 2], pa.int32()),
+        pa.array([layer.compress(arrays[i]) for i in rows], pa.binary())], schema=TILE_SCHEMA)
 
 
 def _partly_replaced(ds: Dataset, snapshot: Any, segments: list[Any],
-                     rows: dict[tuple[int, int], Any]) -> list[Any]:
+                     rows: set[tuple[int, int]]) -> list[Any]:
     """The segments that keep some of their tiles: a segment whose keys (unique in a layer)
     are all being written, as its key min/max and row count prove, is not read."""
     if not segments:
@@ -276,4 +369,4 @@ def create_layer(ds: Dataset, settings: LayerSettings) -> None:
 def layer_spec(settings: LayerSettings) -> dict[str, Any]:
     """The dataset settings of a new layer (see ``Store.create_dataset``)."""
     return {"partition_by": f"zoom, truncate({settings.tiles_per_segment}, key)", "sort_by": "key",
-            "segment_rows": settings.tiles_per_segment}
+            "segment_rows": settings.tiles_per_segment, "compression": "none"}

@@ -151,9 +151,14 @@ def curve_keys(curve: str, lat: pa.Array | pa.ChunkedArray, lon: pa.Array | pa.C
 
 
 def key_of_cell(curve: str, x: int, y: int, bits: int) -> int:
+    return int(keys_of_cells(curve, np.array([x]), np.array([y]), bits)[0])
+
+
+def keys_of_cells(curve: str, x: np.ndarray, y: np.ndarray, bits: int) -> np.ndarray:
+    """int64 keys of cells given by integer arrays (each in ``[0, 2**bits)``)."""
     fn = hilbert_cells if curve == "hilbert" else zorder_cells
     dtype = np.uint32 if bits <= 16 else np.uint64
-    return int(fn(np.array([x], dtype=dtype), np.array([y], dtype=dtype), bits)[0])
+    return fn(x.astype(dtype), y.astype(dtype), bits).astype(np.int64)
 
 
 def cell_of_key(curve: str, key: int, bits: int) -> tuple[int, int]:

@@ -185,11 +185,12 @@ class Scan:
                         read_schema(schema, snapshot, read_columns), metrics)
 
     # -- reading
-    def to_batches(self, plan: ScanPlan | None = None) -> Iterator[pa.RecordBatch]:
+    def to_batches(self, plan: ScanPlan | None = None, eager: bool = False) -> Iterator[pa.RecordBatch]:
         """The rows of the plan's segments that match the filter, projected to the plan's
-        columns, lazily (see the module docstring)."""
+        columns, lazily (see the module docstring); ``eager`` when every row is wanted: the
+        segments are then fetched in full windows from the first, each read ahead."""
         plan = plan or self.plan()
-        return _read_segments(self.dataset, plan, _finisher(self.filter, plan))
+        return _read_segments(self.dataset, plan, _finisher(self.filter, plan), eager)
 
     def output_schema(self, plan: ScanPlan) -> pa.Schema:
         return pa.schema([plan.schema.field(c) for c in plan.columns])
@@ -200,7 +201,7 @@ class Scan:
 
     def to_arrow(self) -> pa.Table:
         plan = self.plan()
-        return pa.Table.from_batches(list(self.to_batches(plan)), schema=self.output_schema(plan))
+        return pa.Table.from_batches(list(self.to_batches(plan, eager=True)), schema=self.output_schema(plan))
 
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
@@ -257,12 +258,14 @@ def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:
     return {name for name in schema.names if name in text}
 
 
-def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...]) -> Iterator[list[PlannedSegment]]:
+def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...],
+             eager: bool = False) -> Iterator[list[PlannedSegment]]:
     """Groups of segments fetched together: one segment for each of the first EAGER_WINDOWS,
-    then twice as many each time, up to WINDOW_SEGMENTS segments or WINDOW_BYTES bytes."""
+    then twice as many each time (``eager``: from the first), up to WINDOW_SEGMENTS segments or
+    WINDOW_BYTES bytes."""
     window: list[PlannedSegment] = []
     size = 0
-    limit, count = 1, 0
+    limit, count = (WINDOW_SEGMENTS, EAGER_WINDOWS) if eager else (1, 0)
     for seg in segments:
         window.append(seg)
         size += sum(seg.stats[c].nbytes for c in columns if c in seg.stats)
@@ -276,7 +279,9 @@ def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...]) -> 
         yield window
 
 
-def _decode(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa.Array:
+def decode_column(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa.Array:
+    """The array of one fetched chunk, as ``target``; CorruptChunkError naming the chunk if it is
+    missing (empty) or damaged."""
     if not data:
         raise CorruptChunkError(dataset, ref.column, ref.segment, "chunk is missing from the store")
     try:
@@ -297,7 +302,7 @@ DECODE_GROUP_BYTES = 512 * 1024
 
 def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dict[str, pa.DataType],
                   cache: ChunkCache | None = None) -> list[pa.Array]:
-    arrays = [_decode(dataset, ref, data, types[ref.column]) for ref, data in chunks]
+    arrays = [decode_column(dataset, ref, data, types[ref.column]) for ref, data in chunks]
     if cache is not None:
         for (ref, _), array in zip(chunks, arrays, strict=True):
             cache.put((ref.segment, ref.column, str(types[ref.column])), array)
@@ -399,15 +404,16 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     return [b for b in batches if b.num_rows]
 
 
-def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None) -> Iterator[pa.RecordBatch]:
+def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None,
+                   eager: bool = False) -> Iterator[pa.RecordBatch]:
     if not plan.segments:
         return
     threads = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(threads, thread_name_prefix="colonnade-decode") as decode_pool, \
             ThreadPoolExecutor(1, thread_name_prefix="colonnade-fetch") as fetch_pool:
         pending: Future[list[pa.RecordBatch]] | None = None
-        windows = _windows(plan.segments, plan.read_columns)
-        fetched = 0
+        windows = _windows(plan.segments, plan.read_columns, eager)
+        fetched = EAGER_WINDOWS if eager else 0
         try:
             while True:
                 if pending is not None:

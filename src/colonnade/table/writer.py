@@ -39,6 +39,7 @@ from colonnade.table.commits import SegmentEntry
 SEGMENTS_PER_BUCKET = 16
 #: Batches without new rows after which a partition's buffer is cut into a segment.
 IDLE_BATCHES = 2
+SORTED_GROUP_SEGMENTS = 8  # segments of a partition a sorted dataset sorts together (see write)
 
 
 @dataclass
@@ -218,7 +219,11 @@ class SegmentWriter:
         if batch.num_rows == 0:
             return
         limit = self.settings.segment_rows
+        # a sorted dataset buffers several segments of a partition, sorts them together and
+        # cuts them in key order: its segments then hold disjoint key ranges (see _flush)
+        threshold = limit * (SORTED_GROUP_SEGMENTS if self._sort_keys else 1)
         self._batches_seen += 1
+        bytes_per_row = batch.nbytes / batch.num_rows  # of a slice: its share (cheaper than its nbytes)
         for values, part in self._partition_runs(batch):
             key = self.spec.partition_key(values)
             buf = self._buffers.get(key)
@@ -227,11 +232,11 @@ class SegmentWriter:
             buf.batches.append(part)
             buf.last_batch = self._batches_seen
             buf.rows += part.num_rows
-            size = part.nbytes
+            size = int(part.num_rows * bytes_per_row)
             buf.nbytes += size
             self._buffered_bytes += size
-            while buf.rows >= limit:
-                self._flush(key, limit)
+            while buf.rows >= threshold:
+                self._flush(key, buf.rows - buf.rows % limit if self._sort_keys else limit)
         # a partition that got no rows for IDLE_BATCHES batches is likely complete (input often
         # arrives in partition order): cut its segment now, so encoding overlaps reading
         for key, buf in list(self._buffers.items()):
@@ -242,21 +247,35 @@ class SegmentWriter:
             self._flush(biggest, self._buffers[biggest].rows)
 
     def _flush(self, key: str, rows: int) -> None:
+        """Write ``rows`` buffered rows of partition ``key`` as segments: the first ``rows``
+        (one segment), or, for a sorted dataset, the buffer sorted once and cut into segments
+        of ``segment_rows`` (the last one shorter when ``rows`` is not a multiple), keeping
+        the rest buffered."""
         buf = self._buffers[key]
         table = pa.Table.from_batches(buf.batches, schema=buf.batches[0].schema)
-        segment, rest = table.slice(0, rows), table.slice(rows)
+        limit = self.settings.segment_rows
+        if self._sort_keys:
+            # sorted once; full segments (and a tail when every row goes), as unsorted data is
+            # cut: compaction then finds them full. Rows kept are the greatest keys of the lot.
+            table = sort_segment(table, self._sort_keys)
+            segments = [table.slice(start, min(limit, rows - start)) for start in range(0, rows, limit)]
+            rest = table.slice(rows)
+        else:
+            segments, rest = [table.slice(0, rows)], table.slice(rows)
         self._buffered_bytes -= buf.nbytes
         # the buffer stays (empty) when all its rows go: its segment count keeps buckets bounded
         buf.batches = rest.to_batches() if rest.num_rows else []
         buf.rows = rest.num_rows
         buf.nbytes = rest.nbytes if rest.num_rows else 0
         self._buffered_bytes += buf.nbytes
-        bucket = self._bucket_base + buf.segments_written // SEGMENTS_PER_BUCKET
-        buf.segments_written += 1
-        self._write_segment(key, buf.values, bucket, segment)
+        for segment in segments:
+            bucket = self._bucket_base + buf.segments_written // SEGMENTS_PER_BUCKET
+            buf.segments_written += 1
+            self._write_segment(key, buf.values, bucket, segment, presorted=bool(self._sort_keys))
 
-    def _write_segment(self, partition: str, values: tuple[Any, ...], bucket: int, table: pa.Table) -> None:
-        if self.spec.sort_by:
+    def _write_segment(self, partition: str, values: tuple[Any, ...], bucket: int, table: pa.Table,
+                       presorted: bool = False) -> None:
+        if self.spec.sort_by and not presorted:
             table = sort_segment(table, self._sort_keys)
         segment_id = uuid.uuid4().hex
         compression = self.settings.ipc_compression
