@@ -190,7 +190,7 @@ def test_vacuum_spares_the_segments_of_an_append_in_flight(crashes: Crashes) -> 
     of them but not the commit) while ``vacuum`` runs with the default grace: its segments
     survive, and once it resumes its commit is whole and readable."""
     store = crashes.store
-    for pause_at, written in (("after_chunks:6", 6), ("before_commit:1", SEGMENTS_OF_B)):
+    for pause_at, at_least in (("after_chunks:6", 6), ("before_commit:1", SEGMENTS_OF_B)):
         name = crashes.fresh()
         child = crashes.zygote.spawn(crashes.argv(name), env={"COLONNADE_FAULTS": f"{pause_at}:stop"})
         deadline = time.monotonic() + 120
@@ -198,7 +198,9 @@ def test_vacuum_spares_the_segments_of_an_append_in_flight(crashes: Crashes) -> 
             assert time.monotonic() < deadline, "the writer never reached its pause point"
             time.sleep(0.02)
         try:
-            assert orphan_count(store, name) == written
+            # segments are stored a few at a time: the pause may come after a batch beyond the 6th
+            written = orphan_count(store, name)
+            assert at_least <= written <= SEGMENTS_OF_B
             vacuumed = crashes.invoke("vacuum", name)
             assert vacuumed.output.splitlines()[0] == f"removed 0 orphan segments of dataset {name!r}"
             assert orphan_count(store, name) == written

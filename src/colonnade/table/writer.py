@@ -39,6 +39,7 @@ from colonnade.table.commits import SegmentEntry
 SEGMENTS_PER_BUCKET = 16
 #: Batches without new rows after which a partition's buffer is cut into a segment.
 IDLE_BATCHES = 2
+STORE_BATCH = 8  # most segments stored in one round trip (see _store_loop)
 SORTED_GROUP_SEGMENTS = 8  # segments of a partition a sorted dataset sorts together (see write)
 
 
@@ -155,22 +156,38 @@ class SegmentWriter:
             item = self._queue.get()
             if item is None:
                 return
-            if self._error is not None:
-                continue
-            try:
-                row, chunks, entry = self._resolve(item)
-                # segment row first: every stored chunk then has a row vacuum can find
-                self.store.put_segments(self.spec.name, [row])
-                fault_point("after_segment_row")
-                self.store.put_chunks(self.spec.name, chunks)
-                fault_point("after_chunks")
-                self.entries.append(entry)
-                self.rows += row.rows
-                self.bytes_written += sum(len(d) for _, d in chunks)
-                if self._on_segment is not None:
-                    self._on_segment(entry)
-            except BaseException as exc:  # surfaced to the caller by _check
-                self._error = exc
+            # the segments encoded meanwhile go together: one round trip for their rows and
+            # one for their chunks (small segments, as a tile layer's, are mostly round trips)
+            items, last = [item], False
+            while len(items) < STORE_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    last = True
+                    break
+                items.append(more)
+            if self._error is None:
+                try:
+                    resolved = [self._resolve(i) for i in items]
+                    # segment rows first: every stored chunk then has a row vacuum can find
+                    self.store.put_segments(self.spec.name, [row for row, _, _ in resolved])
+                    for _ in resolved:  # fault points count segments, however they are batched
+                        fault_point("after_segment_row")
+                    self.store.put_chunks(self.spec.name, [c for _, chunks, _ in resolved for c in chunks])
+                    for _ in resolved:
+                        fault_point("after_chunks")
+                    for row, chunks, entry in resolved:
+                        self.entries.append(entry)
+                        self.rows += row.rows
+                        self.bytes_written += sum(len(d) for _, d in chunks)
+                        if self._on_segment is not None:
+                            self._on_segment(entry)
+                except BaseException as exc:  # surfaced to the caller by _check
+                    self._error = exc
+            if last:
+                return
 
     def _resolve(self, p: _Pending) -> tuple[SegmentRow, list[tuple[ChunkRef, bytes]], SegmentEntry]:
         encoded = [f.result() for f in p.futures]
