@@ -89,7 +89,9 @@ def test_vacuum_removes_orphans_and_never_a_committed_segment(store: Store, data
 
 def test_a_failed_append_commits_nothing_and_leaves_only_orphans(store: Store, dataset: Dataset) -> None:
     def batches() -> Iterator[pa.RecordBatch]:
-        yield from rows(range(100, 140)).to_batches(max_chunksize=10)
+        # enough rows that segments are stored before the failure: a sorted dataset buffers up
+        # to 8 segments of a partition (here 64 rows) before it sorts and stores them
+        yield from rows(range(100, 500)).to_batches(max_chunksize=10)
         raise RuntimeError("the source broke")
 
     with pytest.raises(RuntimeError, match="the source broke"):
