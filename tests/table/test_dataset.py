@@ -22,6 +22,7 @@ from colonnade.errors import (
     SpecError,
 )
 from colonnade.store import Store
+from colonnade.table.writer import column_stats_from_text
 
 ALL_TYPES = pa.schema([
     ("b", pa.bool_()), ("i8", pa.int8()), ("i16", pa.int16()), ("i32", pa.int32()), ("i64", pa.int64()),
@@ -236,6 +237,40 @@ def test_partitions_filling_exact_segments(store: Store) -> None:
     ds.append(pa.table({"id": range(1000, 1010), "cat": ["b"] * 10}, schema=schema))
     assert ids(ds.scan().to_arrow()) == list(range(200)) + list(range(1000, 1010))
 
+
+
+def test_a_sorted_append_under_memory_pressure_leaves_each_partition_in_disjoint_segments(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of eight partitions interleaved, more of them than the memory limit: partitions are
+    flushed several times (runs whose key ranges overlap), then at the end read back, sorted
+    with their last rows and written again, so each partition's segments hold disjoint id
+    ranges, all full but its last; nothing is lost and the runs leave no orphan behind. A
+    partition too large to merge keeps its runs, and its rows."""
+    monkeypatch.setenv("COLONNADE_MEMORY_LIMIT_MB", "1")
+    schema = pa.schema([("id", pa.int64()), ("part", pa.int32()), ("pad", pa.string())])
+    ds = store.create_dataset("t", schema, partition_by="part", sort_by="id", segment_rows=500)
+    n = 24_000
+    order = [(i * 7919) % n for i in range(n)]  # ids in a scrambled order, partitions interleaved
+    table = pa.table({"id": order, "part": [i % 8 for i in order], "pad": [f"{i:0>100}" for i in order]},
+                     schema=schema)
+    result = ds.append(iter(table.to_batches(max_chunksize=1_000)))
+    assert result.rows == n
+    by_part: dict[Any, list[Any]] = {}
+    for s in ds.snapshot().segments:
+        by_part.setdefault(s.values, []).append(s)
+    assert len(by_part) == 8
+    for segments in by_part.values():
+        stats = sorted((column_stats_from_text(s.stats)["id"] for s in segments), key=lambda st: st.min)
+        assert all(a.max < b.min for a, b in zip(stats, stats[1:], strict=False)), "key ranges overlap"
+        assert sorted(s.rows for s in segments)[1:] == [500] * (len(segments) - 1)
+    assert ids(ds.scan().to_arrow()) == list(range(n))
+    assert ds.vacuum(grace_seconds=0, dry_run=True).orphans == 0
+
+    big = pa.table({"id": range(n, 3 * n), "part": [9] * (2 * n), "pad": ["x" * 100] * (2 * n)}, schema=schema)
+    ds.append(iter(big.take(order + [n + i for i in order]).to_batches(max_chunksize=1_000)))
+    assert store.sql("SELECT count(*) AS c, count(DISTINCT id) AS d FROM t WHERE part = 9").to_pylist() == \
+        [{"c": 2 * n, "d": 2 * n}]
+    assert ds.vacuum(grace_seconds=0, dry_run=True).orphans == 0
 
 # -- versions and time travel ------------------------------------------------------------------------
 def test_versions_and_time_travel(store: Store) -> None:

@@ -50,6 +50,8 @@ class _Buffer:
     rows: int = 0
     nbytes: int = 0
     segments_written: int = 0
+    rows_written: int = 0
+    runs: int = 0  # sorted flushes of a sorted dataset: each one run of disjoint segments
     last_batch: int = 0
 
 
@@ -146,6 +148,8 @@ class SegmentWriter:
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=3)
         self._dictionary_hint: dict[str, bool] = {}
         self._batches_seen = 0
+        self._row_bytes = 0.0
+        self._stored = threading.Condition()  # notified as the store thread stores segments
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._store_loop, name="colonnade-store-writer", daemon=True)
         self._thread.start()
@@ -178,14 +182,18 @@ class SegmentWriter:
                     self.store.put_chunks(self.spec.name, [c for _, chunks, _ in resolved for c in chunks])
                     for _ in resolved:
                         fault_point("after_chunks")
-                    for row, chunks, entry in resolved:
-                        self.entries.append(entry)
-                        self.rows += row.rows
-                        self.bytes_written += sum(len(d) for _, d in chunks)
-                        if self._on_segment is not None:
-                            self._on_segment(entry)
+                    with self._stored:
+                        for row, chunks, entry in resolved:
+                            self.entries.append(entry)
+                            self.rows += row.rows
+                            self.bytes_written += sum(len(d) for _, d in chunks)
+                            if self._on_segment is not None:
+                                self._on_segment(entry)
+                        self._stored.notify_all()
                 except BaseException as exc:  # surfaced to the caller by _check
-                    self._error = exc
+                    with self._stored:
+                        self._error = exc
+                        self._stored.notify_all()
             if last:
                 return
 
@@ -241,6 +249,7 @@ class SegmentWriter:
         threshold = limit * (SORTED_GROUP_SEGMENTS if self._sort_keys else 1)
         self._batches_seen += 1
         bytes_per_row = batch.nbytes / batch.num_rows  # of a slice: its share (cheaper than its nbytes)
+        self._row_bytes = bytes_per_row
         for values, part in self._partition_runs(batch):
             key = self.spec.partition_key(values)
             buf = self._buffers.get(key)
@@ -285,7 +294,9 @@ class SegmentWriter:
         buf.rows = rest.num_rows
         buf.nbytes = rest.nbytes if rest.num_rows else 0
         self._buffered_bytes += buf.nbytes
+        buf.runs += bool(self._sort_keys and segments)
         for segment in segments:
+            buf.rows_written += segment.num_rows
             bucket = self._bucket_base + buf.segments_written // SEGMENTS_PER_BUCKET
             buf.segments_written += 1
             self._write_segment(key, buf.values, bucket, segment, presorted=bool(self._sort_keys))
@@ -307,17 +318,60 @@ class SegmentWriter:
         self._queue.put(_Pending(partition, values, bucket, segment_id, table.num_rows, names, futures))
 
     def finish(self) -> list[SegmentEntry]:
-        """Flush every buffer and wait until the store holds every segment."""
+        """Flush every buffer and wait until the store holds every segment.
+
+        A partition of a sorted dataset flushed more than once (under memory pressure, or past
+        a sorted group) holds runs whose key ranges overlap; when the partition fits in half the
+        memory limit, its runs are read back, sorted with the rest of its rows and written again
+        as segments with disjoint key ranges (the runs, never committed, are deleted): boxes and
+        ranges then read one run's worth of segments, not one per flush."""
         try:
-            for key in list(self._buffers):
-                if self._buffers[key].rows:
-                    self._flush(key, self._buffers[key].rows)
+            merging = []
+            for key, buf in list(self._buffers.items()):
+                if self._sort_keys and buf.runs + bool(buf.rows) >= 2 and \
+                        (buf.rows_written + buf.rows) * self._row_bytes <= self.settings.memory_limit // 2:
+                    merging.append(key)
+                elif buf.rows:
+                    self._flush(key, buf.rows)
+            for key in merging:
+                self._merge_runs(key)
         finally:
             self._queue.put(None)
             self._thread.join()
             self._pool.shutdown(wait=True)
         self._check()
         return self.entries
+
+    def _merge_runs(self, key: str) -> None:
+        """Read back the segments written for partition ``key``, add them to its buffer and
+        flush it whole (sorted once), then delete them (see finish)."""
+        from colonnade.table.scan import decode_column
+
+        buf = self._buffers[key]
+        with self._stored:  # every segment of the partition stored (or the store failed)
+            self._stored.wait_for(lambda: self._error is not None or sum(
+                e.partition == key for e in self.entries) >= buf.segments_written)
+        self._check()
+        runs = [e for e in self.entries if e.partition == key]
+        schema = buf.batches[0].schema if buf.batches else self.spec.schema
+        refs = [ChunkRef(e.partition, f.name, e.segment, e.bucket) for e in runs for f in schema]
+        data = dict(self.store.get_chunks(self.spec.name, refs))
+        tables = [pa.Table.from_arrays([decode_column(self.spec.name, r, data.get(r, b""), f.type)
+                                        for r, f in zip(refs[i * len(schema):(i + 1) * len(schema)],
+                                                        schema, strict=True)], schema=schema)
+                  for i in range(len(runs))]
+        gone = {e.segment for e in runs}
+        with self._stored:
+            self.entries = [e for e in self.entries if e.segment not in gone]
+            self.rows -= sum(e.rows for e in runs)
+            self.bytes_written -= sum(sum(st.nbytes for st in column_stats_from_text(e.stats).values())
+                                      for e in runs if e.stats)
+        batches = [b for t in tables for b in t.to_batches()] + buf.batches
+        buf.batches = [b for b in batches if b.num_rows]
+        buf.rows = sum(b.num_rows for b in buf.batches)
+        self._flush(key, buf.rows)
+        self.store.delete_segments(self.spec.name, [SegmentRow(e.partition, e.segment, self.commit_id, e.rows,
+                                                               e.bucket, b"") for e in runs], schema.names)
 
     def abort(self) -> None:
         """Stop without flushing (what was stored stays orphaned until vacuum)."""
