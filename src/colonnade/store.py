@@ -176,7 +176,7 @@ class Store:
         settings.check()
         ds = self.new_dataset(layer, TILE_SCHEMA, **layer_spec(settings))
         create_layer(ds, settings)
-        return TileLayer(self.dataset(layer), layer_settings(self.dataset(layer)) or settings)
+        return TileLayer(ds, settings)
 
     def tile_layers(self) -> list[str]:
         """The datasets that are tile layers."""

@@ -15,7 +15,7 @@ import pyarrow as pa
 from colonnade.encoding.chunk import ChunkStats, physical_value
 from colonnade.expressions.tree import And, Compare, Node, Or, Unknown
 from colonnade.schema.curve import Curve
-from colonnade.schema.curves import Box, Range, in_ranges
+from colonnade.schema.curves import Box
 from colonnade.schema.spec import DatasetSpec
 
 
@@ -79,13 +79,9 @@ def partition_pruner(node: Node | None, spec: DatasetSpec) -> Callable[[tuple[An
                 spec.partition_by[i].project(c.op, tuple(v.as_py() for v in cast), type_)
         return projections[key]
 
-    curves = curve_ranges(node, spec)
-
     def may_match(values: tuple[Any, ...]) -> bool:
-        for i, _, ranges in curves:
-            if values[i] is not None and not in_ranges(values[i], ranges):
-                return False
-
+        # a curve partition is judged by its cell's box (_cell_may_match), exactly: its key
+        # ranges (curve_boxes) would only say the same, less precisely, at a cost per scan
         def leaf(c: Compare) -> bool:
             if c.column not in schema.names:
                 return True
@@ -133,15 +129,15 @@ def _cell_may_match(c: Compare, curve: Curve, key: Any, type_: pa.DataType) -> b
     return True if cast is None else _compare_values(c.op, bounds[0], bounds[1], tuple(v.as_py() for v in cast))
 
 
-def curve_ranges(node: Node | None, spec: DatasetSpec) -> list[tuple[int, Box, list[Range]]]:
-    """For each curve transform of the partition spec that the predicate bounds: its position,
-    the predicate's bounding box and the key ranges covering it (``geo.transform``)."""
-    out = []
+def curve_boxes(node: Node | None, spec: DatasetSpec) -> dict[int, Box]:
+    """For each curve transform of the partition spec that the predicate bounds: its position
+    and the predicate's bounding box on its columns."""
+    out = {}
     for i, transform in enumerate(spec.partition_by):
         if isinstance(transform, Curve):
-            found = transform.ranges_for(node)
-            if found is not None:
-                out.append((i, *found))
+            box = transform.box_for(node)
+            if box is not None:
+                out[i] = box
     return out
 
 

@@ -75,16 +75,23 @@ class Curve(Transform):
         lat_lo, lat_hi, lon_lo, lon_hi = _cell_box(self.name, key, self.bits)
         return (lat_lo, lat_hi) if column == self.lat else (lon_lo, lon_hi)
 
-    def ranges_for(self, node: Node | None, budget: int = DEFAULT_RANGE_BUDGET) -> tuple[Box, list[Range]] | None:
-        """The predicate's bounding box on this transform's columns and the key ranges that
-        cover it, or None when the predicate leaves the box open."""
+    def box_for(self, node: Node | None) -> Box | None:
+        """The predicate's bounding box on this transform's columns (empty when it can't be
+        true), or None when the predicate leaves the box open."""
         if node is None:
             return None
         lat, lon = box_of(node, self.lat, self.lon)
         if lat == _OPEN and lon == _OPEN:
             return None
-        box = (max(lat[0], -90.0), min(lat[1], 90.0), max(lon[0], -180.0), min(lon[1], 180.0))
-        if lat[0] > lat[1] or lon[0] > lon[1]:
+        return (max(lat[0], -90.0), min(lat[1], 90.0), max(lon[0], -180.0), min(lon[1], 180.0))
+
+    def ranges_for(self, node: Node | None, budget: int = DEFAULT_RANGE_BUDGET) -> tuple[Box, list[Range]] | None:
+        """The predicate's bounding box on this transform's columns and the key ranges that
+        cover it, or None when the predicate leaves the box open."""
+        box = self.box_for(node)
+        if box is None:
+            return None
+        if box[0] > box[1] or box[2] > box[3]:
             return box, []
         return box, box_ranges(self.name, self.bits, box, budget)
 

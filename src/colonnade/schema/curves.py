@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 CURVES = ("zorder", "hilbert")
 MAX_BITS = 31
@@ -266,12 +265,3 @@ def in_ranges(value: int, ranges: Sequence[Range]) -> bool:
     return i >= 0 and ranges[i][0] <= value <= ranges[i][1]
 
 
-def keys_in_ranges(keys: pa.Array, ranges: Sequence[Range]) -> pa.Array:
-    """A boolean mask of the keys in the ranges (NULL keys: false)."""
-    if not ranges:
-        return pa.array(np.zeros(len(keys), dtype=bool))
-    values = keys.fill_null(-1).to_numpy(zero_copy_only=False)
-    bounds = np.array(ranges, dtype=np.int64)
-    i = np.searchsorted(bounds[:, 0], values, side="right") - 1
-    ok = (i >= 0) & (values <= bounds[np.maximum(i, 0), 1])
-    return pc.and_(pa.array(ok), keys.is_valid())

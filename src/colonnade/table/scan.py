@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import CorruptChunkError, SchemaError
-from colonnade.expressions.pruning import curve_ranges, partition_pruner, segment_pruner
+from colonnade.expressions.pruning import curve_boxes, partition_pruner, segment_pruner
 from colonnade.expressions.tree import Node, columns_of, field_names, parse_expression
 from colonnade.schema.curve import Curve
 from colonnade.schema.curves import merge_ranges
@@ -62,7 +62,8 @@ class ScanMetrics:
     filter_columns: list[str] = field(default_factory=list)  # read only to evaluate the filter
     pruning_columns: list[str] = field(default_factory=list)  # columns whose predicates pruned
     filter: str | None = None
-    # per curve transform the filter bounds: its box, key ranges and the partitions they ruled out
+    # per curve transform whose partitions the scan pruned: the filter's box, the cells read
+    # (of how many) and their key ranges (see _curve_report)
     curve_ranges: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -231,7 +232,7 @@ def _curve_report(node: Node | None, spec: DatasetSpec, by_partition: dict[str, 
     """For each curve transform, when the scan pruned partitions: the key ranges of the cells
     read (merged), how many cells there are and were read, and the filter's bounding box when
     the scan's own filter gave one."""
-    boxes = {i: box for i, box, _ in curve_ranges(node, spec)}
+    boxes = curve_boxes(node, spec)
     out = []
     for i, transform in enumerate(spec.partition_by):
         if not isinstance(transform, Curve):
