@@ -146,7 +146,7 @@ class Store:
               tiles_per_segment: int | None = None, codec: str | None = None, create: bool = True) -> TileLayer:
         """Tile layer ``layer`` (see :mod:`colonnade.geo.tiles`), created when missing (unless
         ``create`` is false: TileError) with the settings given (defaults: 256-cell tiles of
-        float32, Hilbert order, fill 0, 64 tiles a segment, each tile compressed with zstd). An existing layer must have every setting given here: TileError names the
+        float32, Hilbert order, fill 0, 64 tiles a segment, each tile compressed alone with LZ4 HC). An existing layer must have every setting given here: TileError names the
         difference; a dataset of that name that is not a tile layer is refused too."""
         from colonnade.geo.tiles import (
             TILE_SCHEMA,

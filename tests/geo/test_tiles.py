@@ -47,6 +47,25 @@ def test_tiles_and_blocks_read_back_as_written(store: Store, curve: str) -> None
     assert np.array_equal(again.read_block(5, 5, 9, 16, 16), assembled(tiles, 5, 9, 16, 16, -1.0))
 
 
+@pytest.mark.parametrize("codec", ["lz4hc", "zstd", "lz4", "none"])
+def test_every_codec_round_trips_and_a_layer_keeps_its_codec(store: Store, codec: str) -> None:
+    """Each per-tile codec gives back the cells written (lz4hc is the default); a layer opened
+    again asking for another codec is refused, naming both."""
+    layer = store.tiles("c", tile_size=SIZE, dtype="int16", codec=codec)
+    assert store.tiles("c").settings.codec == codec
+    tiles = {(x, y): ((np.arange(SIZE * SIZE) // 16 + x * 10 + y) % 7).astype("int16").reshape(SIZE, SIZE)
+             for x in range(10) for y in range(10)}  # compressible: runs of classes
+    layer.write_many((4, x, y, a) for (x, y), a in tiles.items())
+    assert np.array_equal(layer.read_block(4, 1, 2, 9, 8), assembled(tiles, 1, 2, 9, 8, 0.0, "int16"))
+    stored = len(layer.compress(tiles[(0, 0)]))
+    assert stored == SIZE * SIZE * 2 if codec == "none" else stored < SIZE * SIZE * 2
+    other = "zstd" if codec != "zstd" else "lz4hc"
+    with pytest.raises(TileError, match=f"codec '{codec}' \\(asked for '{other}'\\)"):
+        store.tiles("c", codec=other)
+    if codec == "lz4hc":
+        assert store.tiles("d").settings.codec == "lz4hc"  # the default
+
+
 def test_an_aligned_block_reads_four_segments(store: Store) -> None:
     layer = store.tiles("grid", tile_size=SIZE, dtype="uint8")
     layer.write_many((6, x, y, np.full((SIZE, SIZE), (x + y) % 256, np.uint8)) for x in range(64) for y in range(64))

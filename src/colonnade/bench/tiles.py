@@ -19,14 +19,16 @@ The CQL layouts are used as a competent user of the Python driver would: prepare
 run with ``execute_concurrent_with_args`` (``WRITE_CONCURRENCY`` / ``READ_CONCURRENCY`` in
 flight, token-aware), protocol v4 (as the store: the driver's v5 framing is much slower on
 large values), each tile's bytes compressed alone with the codec Colonnade's layer uses
-(``--codec``, zstd level 3 by default; GeoTrellis deflates its Avro records) and Cassandra's
+(``--codec``, the layer's default ``lz4hc`` unless given; GeoTrellis deflates its Avro
+records), compressed and decompressed in two threads as the layer does, and Cassandra's
 default LZ4 SSTable compression; the keyspace has the store's replication. Every layout's write is timed from the tiles as numpy arrays to the
 last acknowledgement, every read from the block's position to one numpy array of
 4,096×4,096 cells, and every block read is compared with the tiles written (outside the timer).
 
 ``--write-iterations`` (15) writes of all of zoom 6, then ``--read-iterations`` (100) random
 16×16 blocks at any position in the grid and as many on the 16×16 grid (aligned: one key range
-each), the same sequences for every layout, interleaved so that each layout sees the same
+each; the study's spec, CassandraIndexStrategySpec, groups its keys on that grid and reads all
+4,096 tiles of the level per iteration), the same sequences for every layout, interleaved so that each layout sees the same
 machine, after 3 unmeasured warm-up reads of each kind.
 Mean, standard deviation, p50 and p95 per layout; JSON, Markdown and a PNG go to ``--out``,
 named by the cluster's size (``tiles-1node``, ``tiles-3node``).
@@ -38,12 +40,15 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from colonnade.bench.common import write_report
+from colonnade.geo.tiles import compress_tile, tile_codec
 
 ZOOM = 6
 TILE = 256
@@ -95,12 +100,11 @@ class CqlLayout:
 
     def __init__(self, session: Any, keyspace: str, kind: str, curve_key: Callable[[int, int], int],
                  codec: str) -> None:
-        import pyarrow as pa
-
         from colonnade.bench.layouts import prepare
 
         self.session, self.kind, self.key_of = session, kind, curve_key
-        self.codec = None if codec == "none" else pa.Codec(codec, compression_level=3 if codec == "zstd" else None)
+        self.codec = tile_codec(codec)
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="bench-tiles")
         if kind == "write-optimized":
             self.table = f"{keyspace}.tiles_write"
             session.execute(f"DROP TABLE IF EXISTS {self.table}")
@@ -129,9 +133,10 @@ class CqlLayout:
         from cassandra.concurrent import execute_concurrent_with_args
 
         params = []
-        for (x, y), tile in tiles.items():
+        # compressed in two threads, as the tile layer does
+        values = self.pool.map(partial(compress_tile, self.codec), tiles.values())
+        for ((x, y), _), value in zip(tiles.items(), values, strict=True):
             key = self.key_of(x, y)
-            value = tile.tobytes() if self.codec is None else self.codec.compress(tile.tobytes(), asbytes=True)
             params.append((*self._where(key)[:-1], key, value) if self.kind == "read-optimized"
                           else (key, LAYER, ZOOM, value))
         execute_concurrent_with_args(self.session, self.insert, params, concurrency=WRITE_CONCURRENCY,
@@ -145,13 +150,24 @@ class CqlLayout:
             self.session, self.select, [self._where(self.key_of(x, y)) for x, y in positions],
             concurrency=READ_CONCURRENCY, raise_on_first_error=True, execution_profile="read")
         out = np.zeros((BLOCK * TILE, BLOCK * TILE), dtype=np.uint8)
-        for (x, y), (ok, rows) in zip(positions, results, strict=True):
+
+        def place(found: tuple[tuple[int, int], tuple[bool, Any]]) -> None:
+            (x, y), (ok, rows) = found
             row = rows.one() if ok else None
             if row is None:
-                continue
+                return
             data = row[0] if self.codec is None else self.codec.decompress(row[0], TILE * TILE, asbytes=True)
             r, c = (y - y0) * TILE, (x - x0) * TILE
             out[r:r + TILE, c:c + TILE] = np.frombuffer(data, dtype=np.uint8).reshape(TILE, TILE)
+
+        # decompressed in two threads, as the tile layer does (in groups: a task per tile costs more)
+        found = list(zip(positions, results, strict=True))
+        half = len(found) // 2
+        def place_all(part: list[tuple[tuple[int, int], tuple[bool, Any]]]) -> None:
+            for f in part:
+                place(f)
+
+        list(self.pool.map(place_all, (found[:half], found[half:])))
         return out
 
 
@@ -162,7 +178,7 @@ def expected_block(tiles: dict[tuple[int, int], np.ndarray], x0: int, y0: int) -
 
 def main(store: str = "cassandra://127.0.0.1/benchtiles", out: Path | None = None,
          write_iterations: int = WRITE_ITERATIONS, read_iterations: int = READ_ITERATIONS,
-         tiles_per_segment: int = TILES_PER_PARTITION, codec: str = "zstd",
+         tiles_per_segment: int = TILES_PER_PARTITION, codec: str = "lz4hc",
          echo: Callable[[str], None] = print) -> dict[str, Any]:
     import colonnade
     from colonnade.bench.layouts import connect

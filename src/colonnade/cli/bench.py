@@ -80,7 +80,7 @@ def geo(settings: Settings, rows: int | None, boxes: int | None, repeats: int | 
               help="Random 16×16 block reads per layout.")
 @click.option("--tiles-per-segment", type=click.IntRange(min=1), default=64, show_default=True, metavar="T",
               help="Colonnade's tiles a segment (a power of 4).")
-@click.option("--codec", type=click.Choice(["zstd", "lz4", "none"]), default="zstd", show_default=True,
+@click.option("--codec", type=click.Choice(["lz4hc", "zstd", "lz4", "none"]), default="lz4hc", show_default=True,
               help="How every layout compresses each tile.")
 @pass_settings
 def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations: int, read_iterations: int,
