@@ -24,6 +24,10 @@ others before anything starts), or with ``-m "not cassandra"``.
 
 ``raw_store`` gives tests a way around Colonnade to damage what a backend stored (a chunk's
 bytes, a commit record), to prove that corruption is detected.
+
+The decoded-chunk cache (on by default) is turned off here with ``COLONNADE_CACHE_MB=0`` unless
+set: many tests measure what a scan reads from the store or damage stored bytes between two
+reads. ``tests/table/test_chunk_cache.py`` and the cached differential test turn it on.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+os.environ.setdefault("COLONNADE_CACHE_MB", "0")  # see the module docstring
 
 import colonnade
 from colonnade.store import Store

@@ -505,8 +505,8 @@ def connect(uri: str | None = None, cache_mb: int | None = None) -> Store:
     ``./colonnade.db``), or ``cassandra://host[,host][:port]/keyspace?options``.
 
     ``cache_mb`` keeps up to that many MiB of decoded column chunks in memory for the scans
-    of this store object (default ``$COLONNADE_CACHE_MB``, else none; see
-    :mod:`colonnade.table.cache`): for processes that query the same data repeatedly."""
+    of this store object (default ``$COLONNADE_CACHE_MB``, else an eighth of the machine's
+    memory up to 8 GiB; 0: none; see :mod:`colonnade.table.cache`)."""
     chunk_store = open_store(str(parse_store_uri(uri).display) if uri is None else uri)
     if cache_mb is not None:
         chunk_store.cache_mb = cache_mb  # type: ignore[attr-defined]

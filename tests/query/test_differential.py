@@ -22,7 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import colonnade
 from colonnade.store import Store
+from colonnade.table.cache import cache_of
 
 ROWS = 1200
 START = dt.date(2023, 1, 1)
@@ -225,6 +227,18 @@ def test_the_dataset_has_many_partitions_and_segments(loaded: Store) -> None:
 @pytest.mark.parametrize("query", QUERIES)
 def test_same_answer_as_duckdb(loaded: Store, reference: duckdb.DuckDBPyConnection, query: str) -> None:
     assert_same_answer(loaded.sql(query), reference.sql(query).to_arrow_table())
+
+
+def test_a_cached_store_gives_the_same_answers_twice(loaded: Store, reference: duckdb.DuckDBPyConnection) -> None:
+    """Every query through a store object with the decoded-chunk cache (as by default), twice:
+    the first fills the cache, the second reads from it; both equal DuckDB's answer."""
+    with colonnade.connect(loaded.uri, cache_mb=256) as cached:
+        for _ in range(2):
+            for query in QUERIES + ORDERED_QUERIES:
+                assert_same_answer(cached.sql(query), reference.sql(query).to_arrow_table(),
+                                   ordered=query in ORDERED_QUERIES)
+        cache = cache_of(cached.chunk_store)
+        assert cache is not None and cache.hits > cache.misses > 0
 
 
 @pytest.mark.parametrize("query", ORDERED_QUERIES)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from colonnade.store import Store, connect
-from colonnade.table.cache import ChunkCache, cache_of
+from colonnade.table.cache import ChunkCache, cache_of, default_cache_mb
 
 
 def _data(n: int) -> pa.Table:
@@ -35,9 +35,26 @@ def test_a_cached_store_answers_the_same_and_reads_nothing_the_second_time(store
         cached.close()
 
 
-def test_without_a_budget_there_is_no_cache(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cache_is_on_by_default_and_zero_turns_it_off(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a budget a store caches up to an eighth of the machine's memory (at most 8 GiB):
+    a self-join decodes its table once; ``COLONNADE_CACHE_MB=0`` or ``cache_mb=0`` turns it off."""
     monkeypatch.delenv("COLONNADE_CACHE_MB", raising=False)
-    assert cache_of(store.chunk_store) is None
+    path = f"{tmp_path}/c.db"
+    with connect(path) as s:
+        ds = s.create_dataset("t", _data(1).schema, segment_rows=1_000)
+        ds.append(_data(5_000))
+        cache = cache_of(s.chunk_store)
+        assert cache is not None and cache.capacity == min(default_cache_mb(), 8 << 10) * 2**20 > 0
+        joined = s.explain("SELECT count(*) AS n FROM t a JOIN t b USING (id) WHERE a.v >= 0 AND b.v >= 0")
+        # id and v of 5 segments, each decoded once: the second scan of the join finds them
+        assert joined.totals()["chunks_read"] > 0 and (cache.misses, cache.hits, len(cache)) == (10, 10, 10)
+        assert s.sql("SELECT count(*) AS n FROM t a JOIN t b USING (id) WHERE a.v >= 0").to_pylist() == [{"n": 5_000}]
+    monkeypatch.setenv("COLONNADE_CACHE_MB", "0")
+    with connect(path) as s:
+        assert cache_of(s.chunk_store) is None
+    monkeypatch.delenv("COLONNADE_CACHE_MB")
+    with connect(path, cache_mb=0) as s:
+        assert cache_of(s.chunk_store) is None
 
 
 def test_the_cache_keeps_the_most_recently_used_within_its_budget() -> None:

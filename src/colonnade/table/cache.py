@@ -4,8 +4,10 @@
 Segments never change once written (a segment id is never reused): a chunk decoded once —
 after its checksum was verified — can answer every later scan of that segment and column, as
 long as it is kept. The cache keeps decoded arrays up to a byte budget, least recently used
-first out, per store object. It is off unless asked for: ``colonnade.connect(uri, cache_mb=N)``
-or ``$COLONNADE_CACHE_MB``. A chunk damaged in the store after it was cached is not noticed by
+first out, per store object: the scans of one query (a self-join reads a table once) and later
+queries on the same store share it. The budget is an eighth of the machine's memory (at most
+8 GiB) unless ``colonnade.connect(uri, cache_mb=N)`` or ``$COLONNADE_CACHE_MB`` gives one; 0
+turns it off. A chunk damaged in the store after it was cached is not noticed by
 scans that find it in the cache (they return the data as it was verified); ``verify`` always
 reads the store.
 """
@@ -64,16 +66,26 @@ class ChunkCache:
         return len(self._items)
 
 
+def default_cache_mb() -> int:
+    """An eighth of the machine's memory in MiB, at most 8 GiB (0 when it can't be read)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+    return int(min(total // 8, 8 << 30) >> 20)
+
+
 def cache_of(store: Any) -> ChunkCache | None:
     """The chunk cache of a store object (made on first use), or None when caching is off
-    (``store.cache_mb``, set by ``connect``, else ``$COLONNADE_CACHE_MB``; 0: off)."""
+    (``store.cache_mb``, set by ``connect``, else ``$COLONNADE_CACHE_MB``, else
+    ``default_cache_mb()``; 0: off)."""
     cache = getattr(store, "_chunk_cache", None)
     if cache is not None:
         return cache
     mb = getattr(store, "cache_mb", None)
     if mb is None:
         text = os.environ.get(ENV, "").strip()
-        mb = int(text) if text.isdigit() else 0
+        mb = default_cache_mb() if not text else int(text) if text.isdigit() else 0
     if mb <= 0:
         return None
     cache = ChunkCache(mb * 2**20)
