@@ -78,6 +78,11 @@ def test_an_aligned_block_reads_four_segments(store: Store) -> None:
             continue
         block = layer.read_block(6, x0, y0, 16, 16)
         assert block[0, 0] == (x0 + y0) % 256 and block[-1, -1] == (x0 + y0 + 30) % 256
+    # a zoom whose whole grid is smaller than a segment's block: one segment
+    layer.write(1, 1, 0, np.full((SIZE, SIZE), 7, np.uint8))
+    assert len(layer.block_segments(1, 0, 0, 2, 2)) == 1 and len(layer.block_segments(1, 1, 1, 1, 1)) == 1
+    assert np.array_equal(layer.read_block(1, 0, 0, 2, 2)[:SIZE, SIZE:], np.full((SIZE, SIZE), 7, np.uint8))
+    assert not layer.read_block(1, 0, 0, 2, 2)[:, :SIZE].any()
 
 
 def test_writing_a_tile_again_replaces_it_in_one_commit(store: Store) -> None:

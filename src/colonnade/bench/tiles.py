@@ -20,16 +20,17 @@ run with ``execute_concurrent_with_args`` (``WRITE_CONCURRENCY`` / ``READ_CONCUR
 flight, token-aware), protocol v4 (as the store: the driver's v5 framing is much slower on
 large values), each tile's bytes compressed alone with the codec Colonnade's layer uses
 (``--codec``, the layer's default ``lz4hc`` unless given; GeoTrellis deflates its Avro
-records), compressed and decompressed in two threads as the layer does, and Cassandra's
-default LZ4 SSTable compression; the keyspace has the store's replication. Every layout's write is timed from the tiles as numpy arrays to the
-last acknowledgement, every read from the block's position to one numpy array of
+records), compressed in two threads and decompressed on the reading thread as the layer
+does, and Cassandra's default LZ4 SSTable compression; the keyspace has the store's
+replication. Every layout's write is timed from the tiles as numpy arrays to the last
+acknowledgement, every read from the block's position to one numpy array of
 4,096×4,096 cells, and every block read is compared with the tiles written (outside the timer).
 
 ``--write-iterations`` (15) writes of all of zoom 6, then ``--read-iterations`` (100) random
 16×16 blocks at any position in the grid and as many on the 16×16 grid (aligned: one key range
 each; the study's spec, CassandraIndexStrategySpec, groups its keys on that grid and reads all
-4,096 tiles of the level per iteration), the same sequences for every layout, interleaved so that each layout sees the same
-machine, after 3 unmeasured warm-up reads of each kind.
+4,096 tiles of the level per iteration), the same sequences for every layout, interleaved so
+that each layout sees the same machine, after 3 unmeasured warm-up reads of each kind.
 Mean, standard deviation, p50 and p95 per layout; JSON, Markdown and a PNG go to ``--out``,
 named by the cluster's size (``tiles-1node``, ``tiles-3node``).
 """
@@ -40,15 +41,13 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from colonnade.bench.common import write_report
-from colonnade.geo.tiles import compress_tile, tile_codec
+from colonnade.geo.tiles import compress_tiles, tile_codec
 
 ZOOM = 6
 TILE = 256
@@ -104,7 +103,6 @@ class CqlLayout:
 
         self.session, self.kind, self.key_of = session, kind, curve_key
         self.codec = tile_codec(codec)
-        self.pool = ThreadPoolExecutor(2, thread_name_prefix="bench-tiles")
         if kind == "write-optimized":
             self.table = f"{keyspace}.tiles_write"
             session.execute(f"DROP TABLE IF EXISTS {self.table}")
@@ -133,8 +131,7 @@ class CqlLayout:
         from cassandra.concurrent import execute_concurrent_with_args
 
         params = []
-        # compressed in two threads, as the tile layer does
-        values = self.pool.map(partial(compress_tile, self.codec), tiles.values())
+        values = compress_tiles(self.codec, list(tiles.values()))  # as the tile layer does
         for ((x, y), _), value in zip(tiles.items(), values, strict=True):
             key = self.key_of(x, y)
             params.append((*self._where(key)[:-1], key, value) if self.kind == "read-optimized"
@@ -160,14 +157,9 @@ class CqlLayout:
             r, c = (y - y0) * TILE, (x - x0) * TILE
             out[r:r + TILE, c:c + TILE] = np.frombuffer(data, dtype=np.uint8).reshape(TILE, TILE)
 
-        # decompressed in two threads, as the tile layer does (in groups: a task per tile costs more)
-        found = list(zip(positions, results, strict=True))
-        half = len(found) // 2
-        def place_all(part: list[tuple[tuple[int, int], tuple[bool, Any]]]) -> None:
-            for f in part:
-                place(f)
-
-        list(self.pool.map(place_all, (found[:half], found[half:])))
+        # decompressed on this thread, as the tile layer does (two pool threads measured slower)
+        for found in zip(positions, results, strict=True):
+            place(found)
         return out
 
 

@@ -7,8 +7,7 @@ values of ``dtype`` in row-major order, compressed alone with the layer's ``code
 partitioned by ``zoom`` and by ``truncate(tiles_per_segment, key)`` and sorted by ``key``: with
 ``tiles_per_segment`` a power of four, every segment holds one aligned square block of tiles
 (64: 8×8), so an aligned 16×16 block is four segments and any block is the segments of the
-aligned blocks its key ranges (``curves.cell_ranges``) meet, found from the partition values
-alone. Each tile is compressed alone (the chunks themselves are stored uncompressed, and
+aligned blocks it meets, found from the partition values alone. Each tile is compressed alone (the chunks themselves are stored uncompressed, and
 checksummed as every chunk is) so that a block that is not aligned decompresses only its own
 tiles, not all those of the segments it meets. The layer's settings are a dataset property
 (``tiles``), committed with the layer: creating a layer is one commit.
@@ -30,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from colonnade.errors import ColonnadeError, CorruptChunkError
-from colonnade.schema.curves import CURVES, cell_ranges, key_of_cell, keys_of_cells
+from colonnade.schema.curves import CURVES, key_of_cell, keys_of_cells
 from colonnade.storage.base import ChunkRef
 
 if TYPE_CHECKING:
@@ -47,8 +46,7 @@ WRITE_BATCH_BYTES = 256 << 20  # tile cells compressed and handed to the writer 
 #: read far more often than written
 CODECS = ("lz4hc", "zstd", "lz4", "none")
 LZ4HC_LEVEL = 3
-#: decodes and decompresses the segments of block reads as their chunks arrive (shared, so a
-#: read starts no threads)
+#: compresses the tiles of a write (shared, so a write starts no threads)
 _POOL = ThreadPoolExecutor(2, thread_name_prefix="colonnade-tiles")
 DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "float64", "int64", "uint64")
 
@@ -188,8 +186,8 @@ class TileLayer:
         """The tiles ``[x0, x0 + width) × [y0, y0 + height)`` as one array of shape
         ``(height * tile_size, width * tile_size)``, row ``y0`` of tiles at the top; missing
         tiles are ``fill``. Only the ``key`` and ``tile`` chunks of the segments the block
-        meets are read; each segment's tiles are decompressed (two threads) as its chunks
-        arrive, while the others are still being fetched."""
+        meets are read; each segment's tiles are decompressed as its chunks arrive, while the
+        others are still being fetched."""
         if width < 1 or height < 1:
             raise TileError(f"a block needs a width and height of at least 1, not {width}×{height}")
         self._check_position(zoom, x0, y0)
@@ -218,7 +216,7 @@ class TileLayer:
                     start = int(offsets[i])
                     out[at[0]:at[0] + size, at[1]:at[1] + size] = self.decompress(
                         data.slice(start, int(offsets[i + 1]) - start))
-                    placed.append(key)  # list.append is atomic: the pool's threads share it
+                    placed.append(key)
 
         self._read_segments(segments, place)
         for key in slot.keys() - set(placed):
@@ -229,8 +227,7 @@ class TileLayer:
     def _read_segments(self, segments: list[SegmentEntry], place: Any) -> None:
         """Fetch the tile chunks of the segments (and their key chunks, unless the log's
         statistics show a segment holds every key from its least to its greatest, in order) and
-        call ``place(keys, tiles)`` per segment in a pool of two threads as soon as its chunks
-        are here."""
+        call ``place(keys, tiles)`` per segment as soon as its chunks are here."""
         from colonnade.table.scan import decode_column
         from colonnade.table.writer import column_stats_from_text
 
@@ -247,38 +244,37 @@ class TileLayer:
                 refs.append(ChunkRef(s.partition, "key", s.segment, s.bucket))
             refs.append(ChunkRef(s.partition, "tile", s.segment, s.bucket))
         arrived: dict[str, dict[str, tuple[ChunkRef, Any]]] = {}
-
-        def decode_and_place(got: dict[str, tuple[ChunkRef, Any]], segment: str) -> None:
-            # checksum, decode and decompress off the thread that receives the chunks
-            arrays = {c: decode_column(ds.name, ref, data, types[c]) for c, (ref, data) in got.items()}
-            keys = implied.get(segment, arrays.get("key"))
-            if keys is None or len(keys) != len(arrays["tile"]):
-                raise CorruptChunkError(ds.name, "tile", segment,
-                                        f"{len(arrays['tile'])} tiles, {0 if keys is None else len(keys)} keys")
-            place(keys, arrays["tile"])
-
-        futures = []
+        # Each segment is checksummed, decoded and placed on this thread as soon as its chunks
+        # are here, while the driver receives the others. Pool threads measured slower: every
+        # tile's decompression gives up the GIL and waits to take it back from the driver.
         for ref, data in ds.store.get_chunks(ds.name, refs):
             got = arrived.setdefault(ref.segment, {})
             got[ref.column] = (ref, data)
-            if "tile" in got and ("key" in got or ref.segment in implied):
-                futures.append(_POOL.submit(decode_and_place, got, ref.segment))
-        for future in futures:
-            future.result()
+            if "tile" not in got or ("key" not in got and ref.segment not in implied):
+                continue
+            arrays = {c: decode_column(ds.name, r, d, types[c]) for c, (r, d) in arrived.pop(ref.segment).items()}
+            keys = implied.get(ref.segment, arrays.get("key"))
+            if keys is None or len(keys) != len(arrays["tile"]):
+                raise CorruptChunkError(ds.name, "tile", ref.segment,
+                                        f"{len(arrays['tile'])} tiles, {0 if keys is None else len(keys)} keys")
+            place(keys, arrays["tile"])
 
     def block_segments(self, zoom: int, x0: int, y0: int, width: int, height: int,
                        snapshot: Snapshot | None = None) -> list[SegmentEntry]:
         """The segments a block's tiles can be in: those of the aligned blocks of
-        ``tiles_per_segment`` tiles that the block's key ranges meet (no statistics read)."""
+        ``tiles_per_segment`` tiles (side ``2**k``) the block meets, found from their corner
+        keys alone (one curve computation, no statistics read)."""
         snapshot = snapshot or self.dataset.snapshot()
         spec = self.dataset.spec_at(snapshot)
         by_partition = snapshot.by_partition()
         step = self.settings.tiles_per_segment
+        k = (step.bit_length() - 1) // 2
+        ys, xs = np.mgrid[y0 >> k:((y0 + height - 1) >> k) + 1, x0 >> k:((x0 + width - 1) >> k) + 1]
+        corners = keys_of_cells(self.settings.curve, xs.ravel() << k, ys.ravel() << k, zoom)
         found: dict[str, SegmentEntry] = {}
-        for lo, hi in cell_ranges(self.settings.curve, zoom, x0, x0 + width - 1, y0, y0 + height - 1, budget=64):
-            for first in range(lo - lo % step, hi + 1, step):
-                for s in by_partition.get(spec.partition_key((zoom, first)), ()):
-                    found[s.segment] = s
+        for first in sorted(set((corners - corners % step).tolist())):
+            for s in by_partition.get(spec.partition_key((zoom, first)), ()):
+                found[s.segment] = s
         return list(found.values())
 
     def info(self) -> dict[str, Any]:
@@ -347,14 +343,14 @@ def _tile_batch(layer: TileLayer, where: np.ndarray, keys: np.ndarray, arrays: l
     return pa.RecordBatch.from_arrays([
         pa.array(where[rows, 0], pa.int8()), pa.array(keys[rows], pa.int64()),
         pa.array(where[rows, 1], pa.int32()), pa.array(where[rows, 2], pa.int32()),
-        pa.array(_compress_all(layer, [arrays[i] for i in rows]), pa.binary())], schema=TILE_SCHEMA)
+        pa.array(compress_tiles(layer._codec, [arrays[i] for i in rows]), pa.binary())], schema=TILE_SCHEMA)
 
 
-def _compress_all(layer: TileLayer, arrays: list[np.ndarray]) -> list[bytes]:
+def compress_tiles(codec: pa.Codec | None, arrays: list[np.ndarray]) -> list[bytes]:
     """Each tile compressed alone, in the two threads of the pool (a task per half: a task
     per tile costs more than it saves)."""
     half = (len(arrays) + 1) // 2
-    parts = _POOL.map(lambda part: [layer.compress(a) for a in part], (arrays[:half], arrays[half:]))
+    parts = _POOL.map(lambda part: [compress_tile(codec, a) for a in part], (arrays[:half], arrays[half:]))
     return [data for part in parts for data in part]
 
 
