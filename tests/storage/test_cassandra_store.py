@@ -42,6 +42,7 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, SegmentRow
 from colonnade.storage.cassandra import PART_BYTES, CassandraSettings, CassandraStore, _password
+from colonnade.storage.cassandra_driver import chunk_routing_key
 
 KEYSPACE = "colonnade_test_store"
 
@@ -175,6 +176,40 @@ def test_the_columns_of_a_few_segments_are_read_in_one_request(cstore: Cassandra
     assert read([ChunkRef("p0", c, "s1") for c in [*columns, "gone"]]) == 1  # a missing chunk: b""
     assert read([ChunkRef("p0", "c4", "s3"), ChunkRef("p0", "c5", "s3"), ChunkRef("p0", "c0", "s1")]) == 2
     assert read([ChunkRef("p1", c, f"m{i}") for c in columns[:2] for i in range(20)]) == 2  # per column
+
+
+@pytest.mark.cassandra
+def test_chunk_queries_go_to_the_replicas_of_their_partitions(cstore: CassandraStore, dataset: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every chunk query carries the token of the chunks it reads (the key the driver computes
+    for a single-partition statement), and on a cluster of several nodes a query names only
+    partitions with the same replicas."""
+    chunks = [(ChunkRef(f"p{i}", "c", f"s{i}"), os.urandom(20)) for i in range(12)]
+    cstore.put_chunks(dataset, chunks)
+    single = cstore._q["unchunk"].bind((dataset, "p3", "c", 0, "s3")).routing_key
+    assert single == chunk_routing_key(dataset, "p3", "c", 0)
+    assert cstore._cluster.metadata.get_replicas(cstore.keyspace, single)  # the driver finds its node
+    requests: list[Any] = []
+    sent = cstore._session.execute_async
+    monkeypatch.setattr(cstore._session, "execute_async", lambda st, *a, **k: requests.append(st) or sent(st, *a, **k))
+    assert dict(cstore.get_chunks(dataset, [r for r, _ in chunks])) == dict(chunks)
+    metadata = cstore._cluster.metadata
+
+    def replicas(key: bytes) -> set[str]:
+        return {str(h.address) for h in metadata.get_replicas(cstore.keyspace, key)}
+
+    for st in requests:  # on the test cluster, whatever its size
+        names = st.raw_values[1]  # partition IN ?
+        assert st.routing_key == chunk_routing_key(dataset, names[0], "c", 0)
+        assert all(replicas(chunk_routing_key(dataset, p, "c", 0)) == replicas(st.routing_key) for p in names)
+    assert len(requests) == len({frozenset(replicas(chunk_routing_key(dataset, f"p{i}", "c", 0))) for i in range(12)})
+    # three nodes, each partition on the node its number gives modulo 3
+    owner = {chunk_routing_key(dataset, f"p{i}", "c", 0): i % 3 for i in range(12)}
+    monkeypatch.setattr(metadata, "all_hosts", lambda: ["n0", "n1", "n2"])
+    monkeypatch.setattr(cstore, "_replicas", lambda key: (f"n{owner[key]}",))
+    requests.clear()
+    assert dict(cstore.get_chunks(dataset, [r for r, _ in chunks])) == dict(chunks)
+    assert sorted(owner[st.routing_key] for st in requests) == [0, 1, 2]  # one query per node
 
 
 @pytest.mark.cassandra

@@ -2,7 +2,8 @@
 
 One column of one partition value is stored as one contiguous slice of one Cassandra partition
 (capped by ``bucket``), so reading a column of many segments is one query per slice instead of
-one per chunk; chunk cells are at most 1 MiB (larger chunks are split into parts and put back
+one per chunk (a query may name several slices, ``partition IN ?``, only those with the same
+replicas, and is sent to those replicas); chunk cells are at most 1 MiB (larger chunks are split into parts and put back
 together on read); the commit record is the only write that needs agreement and is a
 lightweight transaction (``INSERT ... IF NOT EXISTS``) on ``(dataset, version)``. Everything
 else is an idempotent upsert written with prepared statements, token-aware routing and a bound
@@ -68,6 +69,8 @@ from colonnade.storage.cassandra_driver import (
     ChunkQuery,
     IdempotentRetryPolicy,
     RequestWindow,
+    RoutedStatement,
+    chunk_routing_key,
     is_busy,
     level_name,
     one_line,
@@ -338,17 +341,22 @@ class CassandraStore(ChunkStore):
         # partitions (segment ids are unique, so rows are matched by column and segment): a
         # scan of many small partitions costs a few queries per column, not one per chunk. The
         # queries of a few segments (a point lookup's) ask for all their columns at once.
+        # On a cluster of several nodes, a query names only partitions with the same replicas
+        # and is sent to them.
         groups: dict[tuple[str, int], dict[str, dict[str, list[ChunkRef]]]] = {}
         for ref in refs:
             by_partition = groups.setdefault((ref.column, ref.bucket), {})
             by_partition.setdefault(ref.partition, {}).setdefault(ref.segment, []).append(ref)
+        spread = len(self._cluster.metadata.all_hosts()) > 1
         tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]] = []
         for (column, bucket), by_partition in groups.items():
             batch: dict[str, list[ChunkRef]] = {}
             partitions: list[str] = []
-            for partition in sorted(by_partition):
+            replicas = {p: self._replicas(chunk_routing_key(dataset, p, column, bucket)) if spread else ()
+                        for p in by_partition}
+            for partition in sorted(by_partition, key=lambda p: (replicas[p], p)):
                 wanted = by_partition[partition]
-                if batch and (len(partitions) >= _IN_PARTITIONS
+                if batch and (len(partitions) >= _IN_PARTITIONS or replicas[partition] != replicas[partitions[-1]]
                               or (len(partitions) + 1) * (len(batch) + len(wanted)) > _IN_PRODUCT):
                     tasks.append((tuple(partitions), column, bucket, batch))
                     batch, partitions = {}, []
@@ -363,6 +371,9 @@ class CassandraStore(ChunkStore):
                 tasks.append((tuple(partitions), column, bucket, batch))
         return self._fetch(dataset, _merged(tasks))
 
+    def _replicas(self, routing_key: bytes) -> tuple[str, ...]:
+        return tuple(sorted(str(h.address) for h in self._cluster.metadata.get_replicas(self.keyspace, routing_key)))
+
     def _fetch(self, dataset: str, tasks: deque[ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
         action = f"read chunks of dataset {dataset!r}"
         patience = self.settings.request_timeout
@@ -375,7 +386,9 @@ class CassandraStore(ChunkStore):
 
         def start(task: ChunkQuery) -> None:
             partitions, columns, bucket = task.key
-            statement = self._q["chunks"].bind((dataset, list(partitions), list(columns), bucket, task.segments))
+            statement = RoutedStatement(self._q["chunks"]).bind(
+                (dataset, list(partitions), list(columns), bucket, task.segments))
+            statement._routing_key = chunk_routing_key(dataset, partitions[0], columns[0], bucket)
             cell = max((largest.get(c, 0) for c in columns), default=0) or max(largest.values(), default=0)
             least, first, most = _PAGE_ROWS
             statement.fetch_size = max(least, min(most, budget // cell)) if cell else first

@@ -1,9 +1,11 @@
 """Cassandra driver plumbing of the Cassandra store: which requests may be retried, a window
 that bounds the requests and bytes in flight while writes are sent asynchronously, and the
-reassembly of chunk rows that arrive page by page."""
+reassembly of chunk rows that arrive page by page, and the routing of chunk queries to the
+replicas of the chunks they read."""
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections import deque
@@ -15,6 +17,7 @@ from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionBusy
 from cassandra.policies import RetryPolicy, WriteType
 from cassandra.pool import NoConnectionsAvailable
+from cassandra.query import BoundStatement
 
 from colonnade.storage.base import ChunkRef
 
@@ -57,6 +60,23 @@ def is_busy(exc: BaseException) -> bool:
     if not isinstance(exc, NoHostAvailable) or not exc.errors:
         return False
     return all(isinstance(e, ConnectionBusy | NoConnectionsAvailable) for e in exc.errors.values())
+
+
+def chunk_routing_key(dataset: str, partition: str, column: str, bucket: int) -> bytes:
+    """The serialized partition key ``(dataset, partition, column, bucket)`` of the chunks table,
+    as the driver's token-aware policy hashes it."""
+    parts = (dataset.encode(), partition.encode(), column.encode(), struct.pack(">i", bucket))
+    return b"".join(struct.pack(">H", len(p)) + p + b"\0" for p in parts)
+
+
+class RoutedStatement(BoundStatement):
+    """A bound statement sent to the replicas of ``routing_key``, set by the caller: a query
+    with ``partition IN ?`` names no single partition key, so the driver would send it to any
+    node, which then asks the replicas (one more hop on a cluster of several nodes)."""
+
+    @property
+    def routing_key(self) -> bytes | None:
+        return self._routing_key
 
 
 class RequestWindow:
