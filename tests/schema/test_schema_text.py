@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -26,7 +28,7 @@ CANONICAL = {
     "date32": pa.date32(), "timestamp[us]": pa.timestamp("us"), "timestamp[s]": pa.timestamp("s"),
     "timestamp[ms]": pa.timestamp("ms"), "timestamp[ns]": pa.timestamp("ns"),
     "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"), "decimal(10,2)": pa.decimal128(10, 2),
-    "decimal(38,0)": pa.decimal128(38, 0), "large_string": pa.large_string(),
+    "decimal(38,0)": pa.decimal128(38, 0), "large_string": pa.large_string(), "large_binary": pa.large_binary(),
 }
 ALIASES = {
     "boolean": pa.bool_(), "float": pa.float32(), "double": pa.float64(), "str": pa.string(),
@@ -115,6 +117,18 @@ def test_spec_json_round_trip() -> None:
     assert [str(t) for t in again.partition_by] == ["month(d)", "bucket(8, id)", "truncate(2, cat)"]
     assert again.sort_by == ("ts", "id")
     assert (again.segment_rows, again.compression, again.created) == (1000, "lz4", 12.5)
+
+
+@pytest.mark.parametrize("type_", [pa.list_(pa.int32()), pa.struct([("a", pa.int8())]), pa.decimal256(50, 2),
+                                   pa.float16(), pa.time64("us")])
+def test_a_spec_refuses_a_type_it_could_not_read_back(type_: pa.DataType) -> None:
+    """Every column type a spec accepts is written in the schema language and read back as
+    itself: a dataset is never created that can't be opened again."""
+    with pytest.raises(SchemaError, match=re.escape(f"dataset 'd': column 'x' has type {type_}, which a dataset can't")):
+        DatasetSpec.create("d", pa.schema([("k", pa.int64()), ("x", type_)]))
+    for t in CANONICAL.values():
+        spec = DatasetSpec.create("d", pa.schema([("x", t)]))
+        assert DatasetSpec.from_json(spec.to_json()).schema == spec.schema
 
 
 def test_spec_from_a_newer_build_is_refused() -> None:

@@ -3,9 +3,11 @@ transform and sort key over two coordinate columns.
 
 Unlike the one-column transforms it does not project a predicate on one column: a WHERE clause
 is read as a bounding box (``box_of``: ANDs intersect, ORs take the hull, anything else leaves
-the box open), and the box becomes key ranges (``curves.box_ranges``). A partition whose key is
-in no range holds no matching row. The NULL partition (NULL, NaN or out-of-range coordinates)
-is never ruled out this way: such a row may still match a predicate on one coordinate.
+the box open). A partition whose cell (the box of its key, ``source_bounds``) does not meet the
+box holds no matching row; ``curves.box_ranges`` gives the same cells as key ranges under a
+range budget, and explain reports the keys of the cells read. The NULL partition (NULL, NaN or
+out-of-range coordinates) is never ruled out this way: such a row may still match a predicate
+on one coordinate.
 """
 
 from __future__ import annotations
@@ -21,11 +23,8 @@ from colonnade.errors import SpecError
 from colonnade.expressions.tree import And, Compare, Node, Or
 from colonnade.schema.curves import (
     CURVES,
-    DEFAULT_RANGE_BUDGET,
     MAX_BITS,
     Box,
-    Range,
-    box_ranges,
     cell_box,
     curve_keys,
 )
@@ -64,7 +63,7 @@ class Curve(Transform):
         return curve_keys(self.name, lat, lon, self.bits)
 
     def project(self, op: str, values: tuple[Any, ...], type_: pa.DataType) -> Predicate | None:
-        return None  # one coordinate alone says little about a key: see ``ranges_for``
+        return None  # one coordinate alone says little about a key: see ``box_for``
 
     def source_bounds(self, column: str, key: Any, type_: pa.DataType) -> tuple[float, float] | None:
         """The least and greatest values of ``column`` (one of the two sources) in the
@@ -84,16 +83,6 @@ class Curve(Transform):
         if lat == _OPEN and lon == _OPEN:
             return None
         return (max(lat[0], -90.0), min(lat[1], 90.0), max(lon[0], -180.0), min(lon[1], 180.0))
-
-    def ranges_for(self, node: Node | None, budget: int = DEFAULT_RANGE_BUDGET) -> tuple[Box, list[Range]] | None:
-        """The predicate's bounding box on this transform's columns and the key ranges that
-        cover it, or None when the predicate leaves the box open."""
-        box = self.box_for(node)
-        if box is None:
-            return None
-        if box[0] > box[1] or box[2] > box[3]:
-            return box, []
-        return box, box_ranges(self.name, self.bits, box, budget)
 
     def __str__(self) -> str:
         return f"{self.name}({quote_name(self.lat)}, {quote_name(self.lon)}, {self.bits})"

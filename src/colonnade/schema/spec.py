@@ -16,7 +16,13 @@ from colonnade.schema.transforms import (
     parse_transform,
     split_top_level,
 )
-from colonnade.schema.types import logical_schema, schema_from_json, schema_to_json, type_name
+from colonnade.schema.types import (
+    check_storable,
+    logical_schema,
+    schema_from_json,
+    schema_to_json,
+    type_name,
+)
 
 SPEC_FORMAT_VERSION = 1
 _NULL_KEY = "__null__"
@@ -73,6 +79,7 @@ class DatasetSpec:
         names = set(schema.names)
         # a curve entry is stored as the transform writes itself (one spelling per key)
         sort = [c if c in names or not _is_call(c) else str(parse_transform(c)) for c in sort]
+        check_storable(schema, name)
         return cls(name, logical_schema(schema), tuple(transforms), tuple(sort),
                    **{k: v for k, v in settings.items() if v is not None})
 

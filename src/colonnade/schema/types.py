@@ -1,7 +1,8 @@
 """The schema language: ``name:type`` lines to and from Arrow schemas.
 
-Types: bool, int8, int16, int32, int64, uint8..uint64, float32, float64, string, binary,
-date32 (alias date), timestamp (microseconds), timestamp[s|ms|us|ns], decimal(p,s).
+Types: bool, int8, int16, int32, int64, uint8..uint64, float32, float64, string, large_string,
+binary, large_binary, date32 (alias date), timestamp (microseconds), timestamp[s|ms|us|ns],
+decimal(p,s).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ _SIMPLE: dict[str, pa.DataType] = {
     "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(), "uint64": pa.uint64(),
     "float32": pa.float32(), "float": pa.float32(), "float64": pa.float64(), "double": pa.float64(),
     "string": pa.string(), "str": pa.string(), "utf8": pa.string(), "large_string": pa.large_string(),
-    "binary": pa.binary(), "date32": pa.date32(), "date": pa.date32(),
+    "binary": pa.binary(), "large_binary": pa.large_binary(), "date32": pa.date32(), "date": pa.date32(),
     "timestamp": pa.timestamp("us"),
 }
 _TS = re.compile(r"timestamp\[(s|ms|us|ns)(?:,\s*tz=([\w/+:-]+))?\]$", re.IGNORECASE)
@@ -32,7 +33,10 @@ def parse_type(text: str) -> pa.DataType:
     if m := _TS.match(text.strip()):  # time zone names are case-sensitive: not lowered
         return pa.timestamp(m.group(1).lower(), tz=m.group(2))
     if m := _DEC.match(t):
-        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        try:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        except ValueError as exc:
+            raise SchemaError(f"type {text.strip()!r}: {exc}") from None
     raise SchemaError(f"unknown type {text.strip()!r} (known: {', '.join(sorted(set(_SIMPLE)))}, "
                       "timestamp[unit], decimal(p,s))")
 
@@ -76,6 +80,20 @@ def parse_schema_text(text: str, source: str = "schema") -> pa.Schema:
 
 def schema_text(schema: pa.Schema) -> str:
     return "".join(f"{f.name}:{type_name(f.type)}\n" for f in schema)
+
+
+def check_storable(schema: pa.Schema, dataset: str) -> None:
+    """SchemaError naming the first column whose type the schema language can't write down
+    (a dataset with it could be created but never opened again)."""
+    for f in logical_schema(schema):
+        try:
+            ok = parse_type(type_name(f.type)) == f.type
+        except SchemaError:
+            ok = False
+        if not ok:
+            raise SchemaError(f"dataset {dataset!r}: column {f.name!r} has type {f.type}, which a dataset "
+                              f"can't hold (use one of: {', '.join(sorted(set(_SIMPLE)))}, timestamp[unit], "
+                              "decimal(p,s))")
 
 
 def schema_to_json(schema: pa.Schema) -> list[list[str]]:

@@ -354,12 +354,13 @@ class SegmentWriter:
         self._check()
         runs = [e for e in self.entries if e.partition == key]
         schema = buf.batches[0].schema if buf.batches else self.spec.schema
-        refs = [ChunkRef(e.partition, f.name, e.segment, e.bucket) for e in runs for f in schema]
-        data = dict(self.store.get_chunks(self.spec.name, refs))
-        tables = [pa.Table.from_arrays([decode_column(self.spec.name, r, data.get(r, b""), f.type)
-                                        for r, f in zip(refs[i * len(schema):(i + 1) * len(schema)],
-                                                        schema, strict=True)], schema=schema)
-                  for i in range(len(runs))]
+        data = dict(self.store.get_chunks(self.spec.name, [ChunkRef(e.partition, f.name, e.segment, e.bucket)
+                                                           for e in runs for f in schema]))
+        tables = []
+        for e in runs:
+            refs = [ChunkRef(e.partition, f.name, e.segment, e.bucket) for f in schema]
+            tables.append(pa.Table.from_arrays([decode_column(self.spec.name, r, data.get(r, b""), f.type)
+                                                for r, f in zip(refs, schema, strict=True)], schema=schema))
         gone = {e.segment for e in runs}
         with self._stored:
             self.entries = [e for e in self.entries if e.segment not in gone]
