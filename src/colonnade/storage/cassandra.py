@@ -50,7 +50,13 @@ from cassandra import (
     WriteTimeout,
 )
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    DefaultConnection,
+    ExecutionProfile,
+    NoHostAvailable,
+)
 from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
@@ -87,6 +93,14 @@ _IN_PRODUCT = 2048  # partitions x segments a query may name (Cassandra looks up
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
 
 # -- the store ------------------------------------------------------------------------------
+class _Connection(DefaultConnection):  # type: ignore[misc,valid-type]
+    """The driver's connection, receiving up to 128 KiB per read from the socket instead of
+    4 KiB: a chunk scan receives hundreds of MB, and each of the driver's reads is a Python call
+    holding the GIL that the decoding threads want (read-all of 160 MB of chunks: ~10% faster)."""
+
+    in_buffer_size = 128 * 1024
+
+
 class CassandraStore(ChunkStore):
     """A ChunkStore in one Cassandra keyspace (see the module docstring for the layout)."""
 
@@ -107,7 +121,7 @@ class CassandraStore(ChunkStore):
 
         try:
             self._cluster = Cluster(
-                contact_points=list(uri.hosts), port=uri.port, compression=s.compression,
+                contact_points=list(uri.hosts), port=uri.port, compression=s.compression, connection_class=_Connection,
                 auth_provider=PlainTextAuthProvider(uri.user, self._secret) if uri.user else None,
                 ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                 control_connection_timeout=s.connect_timeout,
