@@ -96,6 +96,9 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
         assert layout["rows"] == (1000 if name in BASELINES else 3000), name
         assert layout["read_all_rows_per_s"] and layout["read_one_rows_per_s"], name
         assert set(layout["answers"]) == set(gdelt.QUERIES), name
+        # the fixed cost of a query was measured (its answer checked) on the stores and the reference
+        assert (layout["fixed_s"] is None) == (name in BASELINES) and (layout["fixed_s"] or 0) < 1, name
+    assert "Fixed cost" in (tmp_path / "gdelt.md").read_text()
     # Answers were checked by the run: layouts holding the same rows agree, and so do the baselines.
     def agree(a: str, b: str) -> bool:
         return all(gdelt.answers_agree([tuple(r) for r in by_name[a]["answers"][q]],

@@ -55,6 +55,7 @@ class LayoutResult:
     bytes: int | None = None
     answers: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    fixed_s: float | None = None  # p50 of FIXED_SQL on FIXED_ROWS rows, after the first
 
     def rate(self, seconds: float | None) -> float | None:
         return None if not seconds else self.rows / seconds
@@ -65,7 +66,7 @@ class LayoutResult:
             "ingest_rows_per_s": self.rate(self.ingest_s), "read_all_s": self.read_all_s,
             "read_all_rows_per_s": self.rate(self.read_all_s), "read_one_s": self.read_one_s,
             "read_one_rows_per_s": self.rate(self.read_one_s), "queries_s": self.queries_s,
-            "bytes": self.bytes, "answers": self.answers, "notes": self.notes,
+            "bytes": self.bytes, "answers": self.answers, "notes": self.notes, "fixed_s": self.fixed_s,
         }
 
 
@@ -140,6 +141,32 @@ def csv_parse_only(path: Path) -> int:
     return sum(b.num_rows for b in reader)
 
 
+#: The fixed cost of a query: a 1,000-row dataset, one aggregate, p50 of FIXED_REPEATS runs after
+#: a first one (which opens the dataset and warms DuckDB).
+FIXED_ROWS = 1_000
+FIXED_REPEATS = 31
+FIXED_SQL = "SELECT count(*) AS n, sum(v) AS s FROM fixed_cost WHERE k % 7 = 3"
+FIXED_ANSWER = {"n": 143, "s": sum(k * 0.5 for k in range(FIXED_ROWS) if k % 7 == 3)}
+
+
+def fixed_table() -> pa.Table:
+    return pa.table({"k": pa.array(range(FIXED_ROWS), pa.int64()),
+                     "v": pa.array([k * 0.5 for k in range(FIXED_ROWS)], pa.float64())})
+
+
+def fixed_cost(run: Callable[[], pa.Table], label: str) -> float:
+    """p50 seconds of ``run`` (FIXED_SQL) after a first run; BenchError on a wrong answer."""
+    run()
+    times = []
+    for _ in range(FIXED_REPEATS):
+        start = time.perf_counter()
+        got = run().to_pylist()
+        times.append(time.perf_counter() - start)
+        if got != [FIXED_ANSWER]:
+            raise BenchError(f"{label}: {FIXED_SQL} gave {got}, expected {[FIXED_ANSWER]}")
+    return statistics.median(times)
+
+
 def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResult:
     """DuckDB over a ZSTD Parquet file of the same rows."""
     result = LayoutResult("duckdb+parquet (reference)", rows)
@@ -164,6 +191,9 @@ def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResu
         for q, sql in QUERIES.items():
             result.queries_s[q], t = median_time(functools.partial(_duckdb_answer, con, sql), repeats)
             result.answers[q] = normalise(t)
+        pq.write_table(fixed_table(), work / "fixed_cost.parquet", compression="zstd")
+        con.execute(f"CREATE VIEW fixed_cost AS SELECT * FROM read_parquet('{work / 'fixed_cost.parquet'}')")
+        result.fixed_s = fixed_cost(lambda: con.sql(FIXED_SQL).to_arrow_table(), result.name)
     finally:
         con.close()
     result.notes.append("ingest = CSV parse + ZSTD Parquet write")
@@ -192,6 +222,11 @@ def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: st
         for q, sql in QUERIES.items():
             result.queries_s[q], t = median_time(functools.partial(store.sql, sql), repeats)
             result.answers[q] = normalise(t)
+        if "fixed_cost" in store:
+            store.drop_dataset("fixed_cost")
+        store.create_dataset("fixed_cost", fixed_table().schema).append(fixed_table())
+        result.fixed_s = fixed_cost(lambda: store.sql(FIXED_SQL), label)
+        store.drop_dataset("fixed_cost")
         info = ds.describe()
         result.bytes = info["bytes"]
         stored = store.chunk_store.stored_bytes("gdelt")
@@ -266,6 +301,12 @@ def markdown_table(report: dict[str, Any]) -> str:
         lines.append(", ".join(r["name"] for r in prefix) + f": measured on the first {prefix[0]['rows']:,} of "
                      f"{report['rows']:,} rows, so their disk figures are for those rows ({per_record}) "
                      "and their ratios are per record.")
+    fixed = [(r["name"], r["fixed_s"]) for r in layouts if r.get("fixed_s")]
+    if fixed:
+        lines.append("")
+        lines.append(f"Fixed cost (`{FIXED_SQL}` on {FIXED_ROWS:,} rows through the Python API, p50 of "
+                     f"{FIXED_REPEATS} after the first; target ≤ 5 ms): "
+                     + ", ".join(f"{n} {v * 1000:.1f} ms" for n, v in fixed) + ".")
     if report.get("parse_only_rows_per_s"):
         lines.append("")
         lines.append(f"pyarrow CSV parse-only: {_fmt_rate(report['parse_only_rows_per_s'])}; "
