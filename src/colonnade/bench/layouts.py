@@ -142,16 +142,24 @@ def duckdb_answers(table: pa.Table, queries: Iterable[str] = QUERIES) -> dict[st
 
 
 # -- the driver -------------------------------------------------------------------------------
+#: The native protocol the baselines use: v4, as the store does. On 30,000 rows per layout,
+#: three alternating runs of each, v4 and v5 were within the runs' spread for every layout
+#: (read-all medians: row 0.59 / 0.69 s, wide 0.68 / 0.61 s, blob 0.21 / 0.17 s); the store's
+#: reads of large chunks are what v5 slows down (the driver re-copies its buffer per segment).
+PROTOCOL_VERSION = 4
+
+
 def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, Any]:
-    """A (cluster, session) for ``uri``: token-aware, tuple rows, the store's consistency levels
-    (profile ``read`` for reads, the default one for writes); protocol v5 unless given."""
-    from cassandra import ProtocolVersion
+    """A (cluster, session) for ``uri`` set up as the store's: token-aware, tuple rows, the
+    store's consistency levels (profile ``read`` for reads, the default one for writes), its
+    driver connection (128 KiB socket reads) and protocol (:data:`PROTOCOL_VERSION` unless
+    given)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.query import tuple_factory
 
-    from colonnade.storage.cassandra import CassandraSettings, _password
+    from colonnade.storage.cassandra import CassandraSettings, StoreConnection, _password
 
     s = CassandraSettings.from_options(uri.options)
 
@@ -161,7 +169,7 @@ def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, An
             consistency_level=level, request_timeout=max(60.0, s.request_timeout), row_factory=tuple_factory)
 
     cluster = Cluster(contact_points=list(uri.hosts), port=uri.port,
-                      protocol_version=protocol_version or ProtocolVersion.V5,
+                      protocol_version=protocol_version or PROTOCOL_VERSION, connection_class=StoreConnection,
                       auth_provider=PlainTextAuthProvider(uri.user, _password(uri)) if uri.user else None,
                       ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile(s.write_consistency),
@@ -537,7 +545,8 @@ def _notes(name: str, n: int, rows: int, q3_rows: int, measured: bool) -> list[s
     writes = (f"UNLOGGED batches of {PARTITION_BATCH_ROWS} rows of one partition, {BATCH_CONCURRENCY} in flight"
               if name == "wide" else f"{WRITE_CONCURRENCY} in flight")
     notes.append(f"reads: {SCAN_SPLITS} token ranges scanned concurrently, fetch_size {FETCH_SIZE:,}; "
-                 f"writes: prepared, {writes}, empty fields unset")
+                 f"writes: prepared, {writes}, empty fields unset; driver as the store's: protocol "
+                 f"v{PROTOCOL_VERSION}, token-aware, 128 KiB socket reads")
     q3 = "one partition read" if name == "wide" else "full scan, filtered client-side"
     notes.append(f"Q1-Q3 = full read of every column + DuckDB over Arrow; Q3 ({q3_rows:,} rows): {q3}")
     notes.append("bytes = SSTable files after nodetool flush + compact (default LZ4)" if measured

@@ -93,7 +93,7 @@ _IN_PRODUCT = 2048  # partitions x segments a query may name (Cassandra looks up
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
 
 # -- the store ------------------------------------------------------------------------------
-class _Connection(DefaultConnection):  # type: ignore[misc,valid-type]
+class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
     """The driver's connection, receiving up to 128 KiB per read from the socket instead of
     4 KiB: a chunk scan receives hundreds of MB, and each of the driver's reads is a Python call
     holding the GIL that the decoding threads want (read-all of 160 MB of chunks: ~10% faster)."""
@@ -121,7 +121,7 @@ class CassandraStore(ChunkStore):
 
         try:
             self._cluster = Cluster(
-                contact_points=list(uri.hosts), port=uri.port, compression=s.compression, connection_class=_Connection,
+                contact_points=list(uri.hosts), port=uri.port, compression=s.compression, connection_class=StoreConnection,
                 auth_provider=PlainTextAuthProvider(uri.user, self._secret) if uri.user else None,
                 ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                 control_connection_timeout=s.connect_timeout,
