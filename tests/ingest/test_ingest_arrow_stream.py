@@ -98,3 +98,22 @@ def test_append_streams_a_generator_or_a_reader_in_bounded_memory(store: Store, 
     assert out["peak"] < out["made"] / 2, out  # the data never was in memory at once
     assert store.sql("SELECT count(*) AS n, max(id) AS m FROM m").to_pylist() == [
         {"n": 3_000_000, "m": 2_999_999}]
+
+
+def test_a_column_type_a_dataset_cannot_keep_is_one_line_and_creates_nothing(store: Store, tmp_path) -> None:
+    """A Parquet file or an Arrow stream with a list column: one line naming the column, and no
+    dataset left behind (it could never have been opened again)."""
+    table = pa.table({"id": pa.array([1, 2], pa.int64()), "tags": pa.array([[1], [2, 3]], pa.list_(pa.int64()))})
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, tmp_path / "t.parquet")
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    for args, stdin in ((["p", str(tmp_path / "t.parquet")], None), (["a", "-", "--format", "arrow"],
+                                                                       sink.getvalue().to_pybytes())):
+        run = cli(["--store", store.uri, "ingest", *args], stdin=stdin)
+        err = run.stderr.decode().strip()
+        assert run.returncode != 0 and len(err.splitlines()) == 1, err
+        assert "column type(s) a dataset cannot keep: tags (list<" in err, err
+        assert args[0] not in store

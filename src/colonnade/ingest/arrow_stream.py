@@ -31,10 +31,10 @@ from colonnade.ingest.pipeline import (
     ALREADY_INGESTED,
     FileResult,
     IngestResult,
-    check_storable,
     dataset_for,
 )
 from colonnade.ingest.progress import NullProgress, Progress
+from colonnade.schema.types import check_storable
 from colonnade.table.conform import conform
 from colonnade.table.dataset import Dataset
 

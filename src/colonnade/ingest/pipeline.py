@@ -45,7 +45,10 @@ from colonnade.ingest.interrupts import HeldCommits, IngestInterrupted, interrup
 from colonnade.ingest.progress import NullProgress, Progress
 from colonnade.ingest.rejects import RejectsFile, default_rejects_path
 from colonnade.ingest.sources import open_source
-from colonnade.schema.types import logical_schema, parse_schema_text, parse_type, type_name
+from colonnade.schema.types import (
+    check_storable,
+    parse_schema_text,
+)
 from colonnade.table.dataset import Dataset, file_identity
 
 if TYPE_CHECKING:
@@ -526,7 +529,7 @@ def dataset_for(store: Store, dataset_name: str, first_schema: Callable[[], pa.S
     schema = first_schema()
     if schema is None:
         return None
-    check_storable(schema)
+    check_storable(schema, dataset_name)
     return store.new_dataset(dataset_name, schema, partition_by, sort_by,
                              segment_rows=segment_rows, compression=compression)
 
@@ -542,17 +545,3 @@ def _first_schema(files: list[Path], options: dict[str, Any]) -> pa.Schema | Non
             if source.schema_known:
                 return source.schema
     return None
-
-
-def check_storable(schema: pa.Schema) -> None:
-    """Raise SchemaError naming the columns whose types the store cannot keep."""
-    bad = []
-    for f in logical_schema(schema):
-        try:
-            ok = parse_type(type_name(f.type)) == f.type
-        except SchemaError:
-            ok = False
-        if not ok:
-            bad.append(f"{f.name} ({f.type})")
-    if bad:
-        raise SchemaError(f"column type(s) the store cannot keep: {', '.join(bad)}")

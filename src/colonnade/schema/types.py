@@ -82,18 +82,21 @@ def schema_text(schema: pa.Schema) -> str:
     return "".join(f"{f.name}:{type_name(f.type)}\n" for f in schema)
 
 
-def check_storable(schema: pa.Schema, dataset: str) -> None:
-    """SchemaError naming the first column whose type the schema language can't write down
-    (a dataset with it could be created but never opened again)."""
+def check_storable(schema: pa.Schema, dataset: str | None = None) -> None:
+    """SchemaError naming the columns whose types the schema language can't write down (a
+    dataset holding one could be created but never opened again)."""
+    bad = []
     for f in logical_schema(schema):
         try:
             ok = parse_type(type_name(f.type)) == f.type
         except SchemaError:
             ok = False
         if not ok:
-            raise SchemaError(f"dataset {dataset!r}: column {f.name!r} has type {f.type}, which a dataset "
-                              f"can't hold (use one of: {', '.join(sorted(set(_SIMPLE)))}, timestamp[unit], "
-                              "decimal(p,s))")
+            bad.append(f"{f.name} ({f.type})")
+    if bad:
+        where = f"dataset {dataset!r}: " if dataset else ""
+        raise SchemaError(f"{where}column type(s) a dataset cannot keep: {', '.join(bad)} (known: "
+                          f"{', '.join(sorted(set(_SIMPLE)))}, timestamp[unit], decimal(p,s))")
 
 
 def schema_to_json(schema: pa.Schema) -> list[list[str]]:
