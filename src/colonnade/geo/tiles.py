@@ -7,10 +7,11 @@ values of ``dtype`` in row-major order, compressed alone with the layer's ``code
 partitioned by ``zoom`` and by ``truncate(tiles_per_segment, key)`` and sorted by ``key``: with
 ``tiles_per_segment`` a power of four, every segment holds one aligned square block of tiles
 (64: 8×8), so an aligned 16×16 block is four segments and any block is the segments of the
-aligned blocks it meets, found from the partition values alone. Each tile is compressed alone (the chunks themselves are stored uncompressed, and
-checksummed as every chunk is) so that a block that is not aligned decompresses only its own
-tiles, not all those of the segments it meets. The layer's settings are a dataset property
-(``tiles``), committed with the layer: creating a layer is one commit.
+aligned blocks it meets, found from the partition values alone. Each tile is compressed alone
+(the chunks themselves are stored uncompressed, and checksummed as every chunk is) so that a
+block that is not aligned decompresses only its own tiles, not all those of the segments it
+meets. The layer's settings are a dataset property (``tiles``), committed with the layer:
+creating a layer is one commit.
 
 Writing a tile that exists replaces it: a write reads the segments of the blocks it touches
 (unless their key statistics show that every tile of theirs is being written), keeps their

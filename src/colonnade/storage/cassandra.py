@@ -3,9 +3,10 @@
 One column of one partition value is stored as one contiguous slice of one Cassandra partition
 (capped by ``bucket``), so reading a column of many segments is one query per slice instead of
 one per chunk (a query may name several slices, ``partition IN ?``, only those with the same
-replicas, and is sent to those replicas); chunk cells are at most 1 MiB (larger chunks are split into parts and put back
-together on read); the commit record is the only write that needs agreement and is a
-lightweight transaction (``INSERT ... IF NOT EXISTS``) on ``(dataset, version)``. Everything
+replicas, and is sent to those replicas); chunk cells are at most 1 MiB (larger chunks are
+split into parts and put back together on read); the commit record is the only write that needs
+agreement and is a lightweight transaction (``INSERT ... IF NOT EXISTS``) on ``(dataset,
+version)``. Everything
 else is an idempotent upsert written with prepared statements, token-aware routing and a bound
 on the bytes in flight, and may be retried. Small index tables make listing and dropping a
 dataset a handful of single-partition queries instead of full-table scans. Tables::
@@ -96,7 +97,8 @@ _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB b
 class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
     """The driver's connection, receiving up to 128 KiB per read from the socket instead of
     4 KiB: a chunk scan receives hundreds of MB, and each of the driver's reads is a Python call
-    holding the GIL that the decoding threads want (read-all of 160 MB of chunks: ~10% faster)."""
+    holding the GIL that the decoding threads want (read-all of 4,037,539 GDELT rows on one
+    node, p50 of 11 interleaved runs: 3.0 s → 2.0 s)."""
 
     in_buffer_size = 128 * 1024
 
