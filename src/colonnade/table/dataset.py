@@ -410,11 +410,15 @@ class Dataset:
                                     reads=self.reads(current, removes=removed, whole_table=True))
 
     # -- one commit, many writers (see colonnade.table.operation)
-    def prepare_write(self, source: str | None = None) -> WriteOperation:
+    def prepare_write(self, source: str | None = None, kind: str = "append") -> WriteOperation:
         """A write that workers do in parts (:meth:`write_part`, in any process) and that
-        :meth:`commit_write` makes visible in one commit; ``source``: the whole input's identity."""
+        :meth:`commit_write` makes visible in one commit; ``source``: the whole input's identity;
+        ``kind`` "overwrite": the commit replaces every row of the version read now. The rows
+        have this object's schema (a spec widened by new columns: the commit records it)."""
+        if kind not in ("append", "overwrite"):
+            raise SchemaError(f"a write operation appends or overwrites, not {kind!r}")
         read = self.snapshot() if self.recorded else Snapshot.empty(self.name)
-        return WriteOperation.new(self.name, read.version, schema_to_json(self.spec.schema), source)
+        return WriteOperation.new(self.name, read.version, schema_to_json(self.spec.schema), source, kind)
 
     def write_part(self, op: WriteOperation, data: Any, settings: WriteSettings | None = None,
                    on_batch: Callable[[pa.RecordBatch], None] | None = None) -> WrittenPart:

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from colonnade.config import WriteSettings
 from colonnade.errors import ColonnadeError
-from colonnade.schema.types import schema_from_json
+from colonnade.schema.types import schema_from_json, schema_to_json
 from colonnade.storage.base import SegmentRow
 from colonnade.table.commits import Commit, SegmentEntry, Snapshot
 from colonnade.table.conform import as_batches, conform
@@ -51,7 +51,7 @@ class WriteOperation:
 
     dataset: str
     id: str  # the commit id the segments are written under, and the commit's id
-    kind: str  # the commit's operation ("append")
+    kind: str  # the commit's operation: "append", or "overwrite" (replaces every row it read)
     read_version: int
     schema: list[list[str]]  # the dataset schema as the log records it (name, type)
     source: str | None = None  # source identity of the whole input
@@ -135,11 +135,21 @@ def commit_write(ds: Dataset, op: WriteOperation, parts: Iterable[WrittenPart], 
     """See :meth:`Dataset.commit_write`."""
     done = check_parts(op, ds.name, parts)
     entries = [e for p in done for e in p.entries]
-    commit = Commit.new(op.kind, source=op.source, info={**part_summary(done), **(info or {})},
-                        commit_id=op.id)
     read = ds.snapshot(op.read_version) if op.read_version else Snapshot.empty(ds.name)
-    return ds._commit_entries(commit, entries, sum(p.bytes for p in done), force=force,
-                              reads=ds.reads(read) if op.read_version else None)
+    # an operation prepared with a wider schema (new columns) records it with its rows
+    changes_schema = bool(op.read_version) and op.schema != schema_to_json(ds.schema_at(read))
+    commit = Commit.new(op.kind, source=op.source, info={**part_summary(done), **(info or {})},
+                        commit_id=op.id, schema=op.schema if changes_schema else None)
+    removed = [s.segment for s in read.segments] if op.kind == "overwrite" else []
+    reads = None
+    if op.read_version:
+        reads = ds.reads(read, removes=removed, whole_table=op.kind == "overwrite",
+                         changes_schema=changes_schema)
+    result = ds._commit_entries(commit, entries, sum(p.bytes for p in done), removed=removed,
+                                force=force, reads=reads)
+    if changes_schema and result.version is not None:
+        ds._schema_committed(ds.spec.with_schema(schema_from_json(op.schema)))
+    return result
 
 
 def abort_write(ds: Dataset, op: WriteOperation, parts: Iterable[WrittenPart] = ()) -> int:

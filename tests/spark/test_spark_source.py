@@ -1,0 +1,251 @@
+"""The ``colonnade`` Spark data source against a real local Spark, on both stores: round trips,
+pushdown seen in the segments a read plans, the study's queries answered as DuckDB answers
+them, one commit per write whatever fails, and one-line errors at planning."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from colonnade.store import Store
+
+ROWS = 12_000
+NAMES = [f"ACTOR{i}" for i in range(30)]
+SCHEMA = pa.schema([("MonthYear", pa.int32()), ("Actor1Name", pa.string()), ("AvgTone", pa.float64()),
+                    ("NumArticles", pa.int64()), ("Day", pa.date32()), ("Code", pa.uint16())])
+QUERIES = {
+    "Q1": "SELECT count(NumArticles) AS n FROM gdelt",
+    "Q2": "SELECT Actor1Name, avg(AvgTone) AS tone FROM gdelt GROUP BY Actor1Name "
+          "ORDER BY tone DESC, Actor1Name LIMIT 10",
+    "Q3": "SELECT avg(AvgTone) AS a, min(AvgTone) AS lo, max(AvgTone) AS hi FROM gdelt WHERE MonthYear = 198012",
+}
+
+
+def gdelt_rows(rows: int = ROWS, seed: int = 7) -> pa.Table:
+    rng = random.Random(seed)
+    return pa.table({
+        "MonthYear": pa.array([198001 + i % 12 for i in range(rows)], pa.int32()),
+        "Actor1Name": [None if rng.random() < 0.05 else rng.choice(NAMES) for _ in range(rows)],
+        "AvgTone": [None if rng.random() < 0.02 else round(rng.uniform(-10, 10), 3) for _ in range(rows)],
+        "NumArticles": [None if rng.random() < 0.03 else rng.randint(1, 500) for _ in range(rows)],
+        "Day": [dt.date(1980, 1 + i % 12, 1 + i % 28) for i in range(rows)],
+        "Code": pa.array([rng.randint(0, 60000) for _ in range(rows)], pa.uint16()),
+    }, schema=SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def gdelt(module_store: Store) -> Store:
+    ds = module_store.create_dataset("gdelt", SCHEMA, partition_by="MonthYear", segment_rows=500)
+    ds.append(gdelt_rows())
+    return module_store
+
+
+def load(spark: Any, store: Store, name: str = "gdelt", **options: str) -> Any:
+    reader = spark.read.format("colonnade").option("store", store.uri)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(name)
+
+
+def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def spark_rows(df: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in df.collect()]
+
+
+def close(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(u == v or (isinstance(u, float) and v is not None and abs(u - v) < 1e-9)
+                                 for u, v in zip(x, y, strict=True)) for x, y in zip(a, b, strict=True))
+
+
+def test_every_row_and_type_reads_back_as_stored(spark: Any, gdelt: Store) -> None:
+    df = load(spark, gdelt)
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema] == [
+        ("MonthYear", "int"), ("Actor1Name", "string"), ("AvgTone", "double"), ("NumArticles", "bigint"),
+        ("Day", "date"), ("Code", "int")]  # no unsigned types in Spark: uint16 is read as int
+    got = sorted(spark_rows(df), key=repr)
+    want = sorted(rows_of(gdelt.sql("SELECT * FROM gdelt")), key=repr)
+    assert got == want
+
+
+@pytest.mark.parametrize("query", sorted(QUERIES))
+def test_the_study_queries_answer_as_duckdb_does(spark: Any, gdelt: Store, query: str) -> None:
+    load(spark, gdelt).createOrReplaceTempView("gdelt")
+    got = spark_rows(spark.sql(QUERIES[query]))
+    want = rows_of(gdelt.sql(QUERIES[query]))
+    assert close(got, want), (got, want)
+
+
+@pytest.mark.parametrize("where", [
+    "MonthYear = 198012",
+    "MonthYear IN (198003, 198004) AND NumArticles > 400",
+    "NOT (MonthYear IN (198001, 198002))",  # NULL semantics of NOT IN
+    "NumArticles <=> 17 OR AvgTone IS NULL",  # not pushed: Spark evaluates the OR itself
+    "Actor1Name LIKE 'ACTOR1%' AND NOT (Actor1Name LIKE '%5')",
+    "Actor1Name IS NULL AND MonthYear >= 198010",
+    "Day = DATE'1980-03-03'",
+    "NOT (AvgTone > 0) AND Code < 1000",
+])
+def test_filters_pushed_or_not_select_the_rows_duckdb_selects(spark: Any, gdelt: Store, where: str) -> None:
+    load(spark, gdelt).createOrReplaceTempView("gdelt")
+    sql = f"SELECT MonthYear, Actor1Name, AvgTone, NumArticles, Day, Code FROM gdelt WHERE {where}"
+    got = sorted(spark_rows(spark.sql(sql)), key=repr)
+    want = sorted(rows_of(gdelt.sql(sql.replace("<=>", "IS NOT DISTINCT FROM"))), key=repr)
+    assert got and got == want
+
+
+def test_a_pushed_filter_prunes_the_segments_a_read_plans(spark: Any, gdelt: Store) -> None:
+    """One input partition per segment (partitionBytes 1): the partitions Spark plans are the
+    segments that survive partition and min/max pruning — the same ones a SQL scan reads."""
+    df = load(spark, gdelt, partitionBytes="1")
+    total = gdelt.dataset("gdelt").snapshot().segments
+    assert df.rdd.getNumPartitions() == len(total) > 12
+    one_month = df.where("MonthYear = 198012")
+    expected = gdelt.explain("SELECT * FROM gdelt WHERE MonthYear = 198012").totals()["segments_scanned"]
+    assert one_month.rdd.getNumPartitions() == expected == len(total) // 12
+    # min/max pruning inside the partitions: no segment holds a NumArticles > 500
+    from pyspark.sql.datasource import GreaterThan
+
+    from colonnade.spark.source import ColonnadeDataSource
+
+    reader = ColonnadeDataSource({"store": gdelt.uri, "path": "gdelt"}).reader(df.schema)
+    assert list(reader.pushFilters([GreaterThan(("NumArticles",), 500)])) == []
+    assert reader.partitions() == []
+    assert df.where("NumArticles > 500").count() == 0
+
+
+def test_a_read_is_pinned_to_one_version(spark: Any, store: Store) -> None:
+    ds = store.create_dataset("pinned", pa.schema([("k", pa.int64())]))
+    ds.append(pa.table({"k": list(range(100))}))
+    ds.append(pa.table({"k": list(range(100, 150))}))
+    first = load(spark, store, "pinned", version="1")
+    latest = load(spark, store, "pinned")
+    ds.append(pa.table({"k": list(range(150, 160))}))  # after planning: not seen by `latest`
+    assert first.count() == 100
+    assert latest.count() == 150
+    assert load(spark, store, "pinned").count() == 160
+
+
+def test_write_round_trip_append_and_overwrite(spark: Any, store: Store) -> None:
+    df = spark.createDataFrame(gdelt_rows(3000).drop_columns(["Code"]).to_pandas())
+    (df.write.format("colonnade").option("store", store.uri).option("partitionBy", "MonthYear")
+     .option("sortBy", "Actor1Name").mode("append").save("copy"))
+    ds = store.dataset("copy")
+    assert [str(t) for t in ds.spec.partition_by] == ["identity(MonthYear)"] and ds.spec.sort_by == ("Actor1Name",)
+    assert [c.kind for c in ds.history()] == ["append"]
+    assert ds.history()[0].info["writer"] == "spark"
+    assert store.sql("SELECT count(*) AS n FROM copy").to_pylist() == [{"n": 3000}]
+    df.limit(10).write.format("colonnade").option("store", store.uri).mode("append").save("copy")
+    assert store.sql("SELECT count(*) AS n FROM copy").to_pylist() == [{"n": 3010}]
+    df.limit(7).write.format("colonnade").option("store", store.uri).mode("overwrite").save("copy")
+    assert store.sql("SELECT count(*) AS n FROM copy").to_pylist() == [{"n": 7}]
+    assert [c.kind for c in store.dataset("copy").history()] == ["append", "append", "overwrite"]
+    back = sorted(spark_rows(load(spark, store, "copy")), key=repr)
+    assert back == sorted(spark_rows(df.limit(7)), key=repr)
+
+
+def test_merge_schema_adds_the_new_columns_in_the_same_commit(spark: Any, store: Store) -> None:
+    store.create_dataset("wide", pa.schema([("k", pa.int64()), ("s", pa.string())])).append(
+        pa.table({"k": [1, 2], "s": ["a", "b"]}))
+    df = spark.createDataFrame([(3, 0.5)], "k long, extra double")
+    with pytest.raises(Exception, match="does not match dataset 'wide'.*extra: double is not in the dataset"):
+        df.write.format("colonnade").option("store", store.uri).mode("append").save("wide")
+    df.write.format("colonnade").option("store", store.uri).option("mergeSchema", "true").mode("append").save("wide")
+    got = store.sql("SELECT k, s, extra FROM wide ORDER BY k").to_pylist()
+    assert got == [{"k": 1, "s": "a", "extra": None}, {"k": 2, "s": "b", "extra": None},
+                   {"k": 3, "s": None, "extra": 0.5}]
+    assert store.dataset("wide").version == 2
+
+
+def _failing(partition: int, first_attempt_only: bool) -> Any:
+    def fn(batches: Any) -> Any:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        yield from batches
+        if ctx.partitionId() == partition and (ctx.attemptNumber() == 0 or not first_attempt_only):
+            raise RuntimeError("injected task failure")
+    return fn
+
+
+def test_a_failing_task_commits_nothing(spark: Any, store: Store) -> None:
+    ds = store.create_dataset("keep", pa.schema([("k", pa.int64())]))
+    ds.append(pa.table({"k": [1, 2, 3]}))
+    df = spark.range(0, 4000, numPartitions=4).withColumnRenamed("id", "k")
+    broken = df.mapInArrow(_failing(2, first_attempt_only=False), df.schema)
+    with pytest.raises(Exception, match="injected task failure"):
+        broken.write.format("colonnade").option("store", store.uri).mode("append").save("keep")
+    with pytest.raises(Exception, match="injected task failure"):
+        broken.write.format("colonnade").option("store", store.uri).mode("overwrite").save("keep")
+    with pytest.raises(Exception, match="injected task failure"):
+        broken.write.format("colonnade").option("store", store.uri).mode("append").save("never_made")
+    assert store.dataset("keep").version == 1
+    assert store.sql("SELECT sum(k) AS s FROM keep").to_pylist() == [{"s": 6}]
+    assert "never_made" not in store
+    # the other tasks' segments are orphans: nothing names them, vacuum removes them
+    assert store.dataset("keep").vacuum(grace_seconds=0).orphans > 0
+
+
+def test_a_retried_task_is_committed_once(spark: Any, store: Store) -> None:
+    df = spark.range(0, 4000, numPartitions=4).withColumnRenamed("id", "k")
+    flaky = df.mapInArrow(_failing(1, first_attempt_only=True), df.schema)
+    flaky.write.format("colonnade").option("store", store.uri).mode("append").save("retried")
+    got = store.sql("SELECT count(*) AS n, count(DISTINCT k) AS d, sum(k) AS s FROM retried").to_pylist()
+    assert got == [{"n": 4000, "d": 4000, "s": sum(range(4000))}]
+    assert store.dataset("retried").version == 1
+
+
+def test_two_attempts_of_one_partition_are_not_both_committed(store: Store) -> None:
+    """Speculation: two attempts of a partition both finish; the commit takes one and removes
+    the other's segments."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from colonnade.spark.source import plan_write
+
+    writer = plan_write(store.uri, "spec", {}, StructType([StructField("k", LongType())]), False)
+    batch = pa.record_batch({"k": pa.array(range(10), pa.int64())})
+    first, second = writer.write(iter([batch])), writer.write(iter([batch]))
+    assert first.partition == second.partition
+    writer.commit([first, second])
+    assert store.sql("SELECT count(*) AS n FROM spec").to_pylist() == [{"n": 10}]
+    assert store.dataset("spec").vacuum(grace_seconds=0).orphans == 0  # already removed
+
+
+@pytest.mark.parametrize(("options", "name", "message"), [
+    ({}, "missing", "dataset 'missing' does not exist"),
+    ({"version": "99"}, "gdelt", "version 99"),
+    ({"version": "x"}, "gdelt", "version must be a whole number, not 'x'"),
+])
+def test_bad_reads_fail_at_planning_with_one_line(spark: Any, gdelt: Store, options: dict[str, str],
+                                                   name: str, message: str) -> None:
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(Exception) as err:
+        load(spark, gdelt, name, **options).collect()
+    assert message in str(err.value)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no task ran
+
+
+def test_an_unknown_store_fails_at_planning(spark: Any, tmp_path: Any) -> None:
+    with pytest.raises(Exception, match="unknown store scheme 'nosuch'|not a store"):
+        spark.read.format("colonnade").option("store", "nosuch://x/y").load("gdelt")
+    with pytest.raises(Exception, match=r"no store: pass \.option\(\"store\", URI\)"):
+        spark.read.format("colonnade").load("gdelt")
+
+
+def test_a_dataframe_of_another_schema_is_refused_before_any_task(spark: Any, gdelt: Store) -> None:
+    df = spark.createDataFrame([(1, "x")], "MonthYear string, Other string")
+    with pytest.raises(Exception) as err:
+        df.write.format("colonnade").option("store", gdelt.uri).mode("append").save("gdelt")
+    text = str(err.value)
+    assert "the DataFrame does not match dataset 'gdelt'" in text
+    assert "MonthYear: string can't be stored in a int32 column" in text
+    assert "Other: string is not in the dataset" in text
+    assert "AvgTone: float64 is missing from the DataFrame" in text
+    assert gdelt.dataset("gdelt").version == 1
