@@ -44,8 +44,8 @@ def gdelt(module_store: Store) -> Store:
     return module_store
 
 
-def load(spark: Any, store: Store, name: str = "gdelt", **options: str) -> Any:
-    reader = spark.read.format("colonnade").option("store", store.uri)
+def load(spark: Any, store: Store, name: str = "gdelt", fmt: str = "colonnade", **options: str) -> Any:
+    reader = spark.read.format(fmt).option("store", store.uri)
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(name)
@@ -65,8 +65,8 @@ def close(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
                                  for u, v in zip(x, y, strict=True)) for x, y in zip(a, b, strict=True))
 
 
-def test_every_row_and_type_reads_back_as_stored(spark: Any, gdelt: Store) -> None:
-    df = load(spark, gdelt)
+def test_every_row_and_type_reads_back_as_stored(spark: Any, gdelt: Store, fmt: str) -> None:
+    df = load(spark, gdelt, fmt=fmt)
     assert [(f.name, f.dataType.simpleString()) for f in df.schema] == [
         ("MonthYear", "int"), ("Actor1Name", "string"), ("AvgTone", "double"), ("NumArticles", "bigint"),
         ("Day", "date"), ("Code", "int")]  # no unsigned types in Spark: uint16 is read as int
@@ -76,8 +76,8 @@ def test_every_row_and_type_reads_back_as_stored(spark: Any, gdelt: Store) -> No
 
 
 @pytest.mark.parametrize("query", sorted(QUERIES))
-def test_the_study_queries_answer_as_duckdb_does(spark: Any, gdelt: Store, query: str) -> None:
-    load(spark, gdelt).createOrReplaceTempView("gdelt")
+def test_the_study_queries_answer_as_duckdb_does(spark: Any, gdelt: Store, query: str, fmt: str) -> None:
+    load(spark, gdelt, fmt=fmt).createOrReplaceTempView("gdelt")
     got = spark_rows(spark.sql(QUERIES[query]))
     want = rows_of(gdelt.sql(QUERIES[query]))
     assert close(got, want), (got, want)
@@ -93,18 +93,28 @@ def test_the_study_queries_answer_as_duckdb_does(spark: Any, gdelt: Store, query
     "Day = DATE'1980-03-03'",
     "NOT (AvgTone > 0) AND Code < 1000",
 ])
-def test_filters_pushed_or_not_select_the_rows_duckdb_selects(spark: Any, gdelt: Store, where: str) -> None:
-    load(spark, gdelt).createOrReplaceTempView("gdelt")
+def test_filters_pushed_or_not_select_the_rows_duckdb_selects(spark: Any, gdelt: Store, where: str, fmt: str) -> None:
+    load(spark, gdelt, fmt=fmt).createOrReplaceTempView("gdelt")
     sql = f"SELECT MonthYear, Actor1Name, AvgTone, NumArticles, Day, Code FROM gdelt WHERE {where}"
     got = sorted(spark_rows(spark.sql(sql)), key=repr)
     want = sorted(rows_of(gdelt.sql(sql.replace("<=>", "IS NOT DISTINCT FROM"))), key=repr)
     assert got and got == want
 
 
-def test_a_pushed_filter_prunes_the_segments_a_read_plans(spark: Any, gdelt: Store) -> None:
+def test_a_read_asks_the_store_for_the_columns_the_query_uses(spark: Any, gdelt: Store) -> None:
+    df = load(spark, gdelt).where("MonthYear = 198012").select("AvgTone")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert '"columns":["AvgTone"]' in plan and '"op":"eq","col":"MonthYear","value":198012' in plan
+    assert "ColumnarToRow" in plan  # Spark takes the batches as column vectors
+    assert sorted(map(tuple, df.collect()), key=repr) == sorted(
+        ((r["AvgTone"],) for r in gdelt.sql("SELECT AvgTone FROM gdelt WHERE MonthYear = 198012").to_pylist()),
+        key=repr)
+
+
+def test_a_pushed_filter_prunes_the_segments_a_read_plans(spark: Any, gdelt: Store, fmt: str) -> None:
     """One input partition per segment (partitionBytes 1): the partitions Spark plans are the
     segments that survive partition and min/max pruning — the same ones a SQL scan reads."""
-    df = load(spark, gdelt, partitionBytes="1")
+    df = load(spark, gdelt, fmt=fmt, partitionBytes="1")
     total = gdelt.dataset("gdelt").snapshot().segments
     assert df.rdd.getNumPartitions() == len(total) > 12
     one_month = df.where("MonthYear = 198012")
@@ -121,16 +131,16 @@ def test_a_pushed_filter_prunes_the_segments_a_read_plans(spark: Any, gdelt: Sto
     assert df.where("NumArticles > 500").count() == 0
 
 
-def test_a_read_is_pinned_to_one_version(spark: Any, store: Store) -> None:
+def test_a_read_is_pinned_to_one_version(spark: Any, store: Store, fmt: str) -> None:
     ds = store.create_dataset("pinned", pa.schema([("k", pa.int64())]))
     ds.append(pa.table({"k": list(range(100))}))
     ds.append(pa.table({"k": list(range(100, 150))}))
-    first = load(spark, store, "pinned", version="1")
-    latest = load(spark, store, "pinned")
-    ds.append(pa.table({"k": list(range(150, 160))}))  # after planning: not seen by `latest`
+    first = load(spark, store, "pinned", fmt, version="1")
+    latest = load(spark, store, "pinned", fmt)
+    ds.append(pa.table({"k": list(range(150, 160))}))  # after load(): not seen by `latest`
     assert first.count() == 100
     assert latest.count() == 150
-    assert load(spark, store, "pinned").count() == 160
+    assert load(spark, store, "pinned", fmt).count() == 160
 
 
 def test_write_round_trip_append_and_overwrite(spark: Any, store: Store) -> None:
@@ -189,8 +199,11 @@ def test_a_failing_task_commits_nothing(spark: Any, store: Store) -> None:
     assert store.dataset("keep").version == 1
     assert store.sql("SELECT sum(k) AS s FROM keep").to_pylist() == [{"s": 6}]
     assert "never_made" not in store
-    # the other tasks' segments are orphans: nothing names them, vacuum removes them
-    assert store.dataset("keep").vacuum(grace_seconds=0).orphans > 0
+    # the other tasks' segments were removed by the abort, or are orphans that vacuum removes
+    live = store.dataset("keep").snapshot().segments
+    store.dataset("keep").vacuum(grace_seconds=0)
+    stored = store.chunk_store.get_segments("keep", sorted({s.partition for s in live}))
+    assert sorted(r.segment for r in stored) == sorted(s.segment for s in live)
 
 
 def test_a_retried_task_is_committed_once(spark: Any, store: Store) -> None:
@@ -224,11 +237,14 @@ def test_two_attempts_of_one_partition_are_not_both_committed(store: Store) -> N
     ({"version": "x"}, "gdelt", "version must be a whole number, not 'x'"),
 ])
 def test_bad_reads_fail_at_planning_with_one_line(spark: Any, gdelt: Store, options: dict[str, str],
-                                                   name: str, message: str) -> None:
+                                                   name: str, message: str, fmt: str) -> None:
     jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
     with pytest.raises(Exception) as err:
-        load(spark, gdelt, name, **options).collect()
+        load(spark, gdelt, name, fmt, **options).collect()
     assert message in str(err.value)
+    if fmt == "colonnade":  # the JVM reader's error is the message alone
+        assert str(err.value).strip().splitlines()[0].endswith(message) or message in str(err.value).splitlines()[0]
+        assert "Traceback" not in str(err.value)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no task ran
 
 
@@ -249,3 +265,36 @@ def test_a_dataframe_of_another_schema_is_refused_before_any_task(spark: Any, gd
     assert "Other: string is not in the dataset" in text
     assert "AvgTone: float64 is missing from the DataFrame" in text
     assert gdelt.dataset("gdelt").version == 1
+
+
+def test_a_corrupt_chunk_fails_the_read_naming_it(spark: Any, store: Store, raw_store: Any, fmt: str) -> None:
+    ds = store.create_dataset("damaged", pa.schema([("k", pa.int64()), ("s", pa.string())]))
+    ds.append(pa.table({"k": list(range(1000)), "s": [f"v{i}" for i in range(1000)]}))
+    segment = ds.snapshot().segments[0]
+    raw_store.flip_chunk_byte("damaged", segment, "k")
+    with pytest.raises(Exception) as err:
+        load(spark, store, "damaged", fmt).select("k").collect()
+    assert "dataset 'damaged'" in str(err.value) and segment.segment in str(err.value)
+    if fmt == "colonnade":  # the JVM reader reads only the column asked for
+        assert load(spark, store, "damaged", fmt).select("s").count() == 1000
+
+
+def test_a_plan_names_the_nodes_holding_each_group(store: Store) -> None:
+    """Spark's preferred locations: on Cassandra, the replicas of the group's chunks."""
+    from colonnade.spark.helper import answer
+    from colonnade.spark.reading import SegmentGroup
+
+    ds = store.create_dataset("placed", pa.schema([("p", pa.int64()), ("k", pa.int64())]), partition_by="p")
+    ds.append(pa.table({"p": [i % 3 for i in range(300)], "k": list(range(300))}))
+    reply = answer({"op": "plan", "options": {"store": store.uri, "path": "placed", "partitionBytes": "1"},
+                    "columns": ["k"], "filters": [{"op": "eq", "col": "p", "value": 1}]})
+    assert reply["version"] == 1 and len(reply["partitions"]) == 1
+    group = SegmentGroup.from_text(reply["partitions"][0]["group"])
+    assert [e.partition for e in group.entries] == [s.partition for s in ds.snapshot().segments
+                                                   if s.values == (1,)]
+    hosts = reply["partitions"][0]["hosts"]
+    if store.uri.startswith("cassandra://"):
+        node = store.uri.split("://", 1)[1].split("/", 1)[0].split(":")[0]
+        assert hosts == [node]
+    else:
+        assert hosts == []

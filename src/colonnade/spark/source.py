@@ -18,7 +18,6 @@ that ``vacuum`` removes. Two attempts of one partition are never both committed.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,68 +33,31 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from colonnade.config import parse_store_uri
 from colonnade.errors import ColonnadeError, SchemaError
 from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.types import schema_from_json, schema_to_json
 from colonnade.spark import NAME
-from colonnade.spark.filters import conjunction, to_expression
-from colonnade.spark.types import (
-    arrow_schema_of,
-    arrow_target,
-    check_write_schema,
-    spark_schema,
+from colonnade.spark.filters import conjunction, from_pyspark, to_expression
+from colonnade.spark.reading import (
+    PARTITION_BYTES,
+    SegmentGroup,
+    open_store,
+    pinned,
+    plan_groups,
+    read_group,
+    store_uri,
     to_spark_batch,
 )
-from colonnade.store import Store, connect
-from colonnade.table.commits import SegmentEntry, Snapshot
+from colonnade.spark.types import arrow_schema_of, arrow_target, check_write_schema, spark_schema
 from colonnade.table.conform import conform
 from colonnade.table.dataset import Dataset
 from colonnade.table.operation import WriteOperation, WrittenPart
-from colonnade.table.scan import (
-    PlannedSegment,
-    Scan,
-    ScanMetrics,
-    ScanPlan,
-    _finisher,
-    _read_segments,
-    _referenced,
-)
-from colonnade.table.writer import column_stats_from_text
-
-#: Compressed bytes of the columns read per input partition (option ``partitionBytes``).
-PARTITION_BYTES = 64 * 1024 * 1024
-
-_stores: dict[str, Store] = {}
-_stores_lock = threading.Lock()
-
-
-def open_store(uri: str) -> Store:
-    """One open store per URI in a process: Spark reuses its Python workers across tasks, and
-    a task should not pay for a new Cassandra session."""
-    with _stores_lock:
-        store = _stores.get(uri)
-        if store is None:
-            store = _stores[uri] = connect(uri)
-        return store
 
 
 def _option(options: dict[str, str], name: str) -> str | None:
     """An option by name, whatever its case (Spark's options are case-insensitive)."""
     want = name.lower()
     return next((v for k, v in options.items() if k.lower() == want), None)
-
-
-def _store_uri(options: dict[str, str]) -> str:
-    """The store option, a relative SQLite path made absolute (tasks may start elsewhere)."""
-    uri = _option(options, "store")
-    if not uri:
-        raise ColonnadeError('no store: pass .option("store", URI), e.g. sqlite:///path.db or '
-                             "cassandra://host/keyspace")
-    parsed = parse_store_uri(uri)
-    if parsed.scheme == "sqlite":
-        return "sqlite:///" + os.path.abspath(parsed.path)
-    return uri
 
 
 def _dataset_name(options: dict[str, str]) -> str:
@@ -115,7 +77,7 @@ class ColonnadeDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.uri = _store_uri(dict(options))
+        self.uri = store_uri(_option(dict(options), "store"))
         self.dataset = _dataset_name(dict(options))
         self.version: int | None = None
         self.stored_schema: list[list[str]] | None = None
@@ -128,17 +90,14 @@ class ColonnadeDataSource(DataSource):
         """The dataset's schema at the version every task will read (asked for once)."""
         if self.version is not None:
             return
-        store = open_store(self.uri)
-        name = store.resolve(self.dataset)
-        ds = store.dataset(name)
         asked = _option(dict(self.options), "version")
         try:
-            snapshot = ds.snapshot(int(asked) if asked is not None else None)
+            version = int(asked) if asked is not None else None
         except ValueError:
             raise ColonnadeError(f"version must be a whole number, not {asked!r}") from None
-        self.dataset = name
+        self.dataset, snapshot, schema = pinned(open_store(self.uri), self.dataset, version)
         self.version = snapshot.version
-        self.stored_schema = schema_to_json(ds.schema_at(snapshot))
+        self.stored_schema = schema_to_json(schema)
 
     def schema(self) -> StructType:  # type: ignore[override]
         self._pin()
@@ -163,17 +122,12 @@ class ColonnadeDataSource(DataSource):
         return plan_write(self.uri, self.dataset, dict(self.options), schema, overwrite)
 
 
-@dataclass(frozen=True)
-class SegmentGroup(InputPartition):
-    """The segments one task reads (entries carry their statistics as text)."""
+class GroupPartition(InputPartition):
+    """An input partition: the segments one task reads."""
 
-    entries: tuple[SegmentEntry, ...]
-    stats: dict[str, Any] | None  # statistics of entries whose commit carries none (older logs)
-    nbytes: int
-
-    def planned(self) -> tuple[PlannedSegment, ...]:
-        return tuple(PlannedSegment(e, column_stats_from_text(e.stats) if e.stats is not None
-                                    else (self.stats or {})[e.segment]) for e in self.entries)
+    def __init__(self, group: SegmentGroup) -> None:
+        super().__init__(group)
+        self.group = group
 
 
 class ColonnadeReader(DataSourceReader):
@@ -193,72 +147,25 @@ class ColonnadeReader(DataSourceReader):
         stored = schema_from_json(self.stored_schema)
         taken = []
         for flt in filters:
-            expr = to_expression(flt, stored)
+            expr = to_expression(from_pyspark(flt), stored)
             if expr is None:
                 yield flt
             else:
                 taken.append(expr)
         self.filter = conjunction(taken)
 
-    def _scan(self) -> Scan:
-        ds = open_store(self.uri).dataset(self.name)
-        return Scan(ds, tuple(self.columns), self.filter, self.version)
+    def partitions(self) -> Sequence[GroupPartition]:  # type: ignore[override]
+        """See :func:`colonnade.spark.reading.plan_groups`."""
+        groups = plan_groups(open_store(self.uri), self.name, self.version, self.columns, self.filter,
+                             self.partition_bytes, self.min_partitions)
+        return [GroupPartition(g) for g in groups]
 
-    def plan(self) -> ScanPlan:
-        """The scan's plan on the driver (partition and min/max pruning, pushed filters)."""
-        return self._scan().plan()
-
-    def partitions(self) -> Sequence[SegmentGroup]:  # type: ignore[override]
-        """Segments in commit order, grouped into partitions of about ``partitionBytes`` bytes,
-        smaller when that makes fewer than ``minPartitions`` (as Spark splits files)."""
-        plan = self.plan()
-        sizes = [sum(s.stats[c].nbytes for c in plan.read_columns if c in s.stats) for s in plan.segments]
-        split = min(self.partition_bytes, max(1, -(-sum(sizes) // self.min_partitions)))
-        groups: list[SegmentGroup] = []
-        current: list[PlannedSegment] = []
-        size = 0
-
-        def close() -> None:
-            older = {s.entry.segment: s.stats for s in current if s.entry.stats is None}
-            groups.append(SegmentGroup(tuple(s.entry for s in current), older or None, size))
-
-        for s, nbytes in zip(plan.segments, sizes, strict=True):
-            if current and size + nbytes > split:
-                close()
-                current, size = [], 0
-            current.append(s)
-            size += nbytes
-        if current:
-            close()
-        return groups
-
-    def read(self, partition: SegmentGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        if not isinstance(partition, SegmentGroup):  # Spark's one empty partition of a read
+    def read(self, partition: GroupPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if not isinstance(partition, GroupPartition):  # Spark's one empty partition of a read
             return  # that planned no segment
-        store = open_store(self.uri)
-        ds = store.dataset(self.name)
-        segments = partition.planned()
-        if not segments:
-            return
-        stored = schema_from_json(self.stored_schema)
-        read_columns = list(self.columns)
-        if self.filter is not None:
-            read_columns += [c for c in sorted(_referenced(self.filter, stored)) if c not in read_columns]
-        schema = pa.schema([_read_field(stored, c, segments) for c in read_columns])
-        plan = ScanPlan(Snapshot.empty(self.name), tuple(self.columns), tuple(read_columns), segments,
-                        schema, ScanMetrics())
-        for batch in _read_segments(ds, plan, _finisher(self.filter, plan), eager=True):
+        for batch in read_group(open_store(self.uri), self.name, schema_from_json(self.stored_schema),
+                                self.columns, self.filter, partition.group):
             yield to_spark_batch(batch, self.target)
-
-
-def _read_field(stored: pa.Schema, column: str, segments: Sequence[PlannedSegment]) -> pa.Field:
-    """The type a column is decoded as: dictionary-encoded strings stay so when every segment
-    stored them that way (the cast to Spark's type happens once per batch)."""
-    f = stored.field(column)
-    if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and all(
-            column in s.entry.dictionary for s in segments):
-        return pa.field(column, pa.dictionary(pa.int32(), f.type))
-    return f
 
 
 # -- writing

@@ -1,38 +1,21 @@
-"""Column types between a dataset and Spark: the schema Spark sees, the Arrow batches it accepts
-from a read, and whether a DataFrame's columns can be stored in a dataset's.
-
-Spark has no unsigned integers: ``uint8``/``uint16``/``uint32`` are read as the next wider
-signed type and ``uint64`` as ``decimal(20,0)``. Timestamps are read as Spark timestamps
-(microseconds; ``TIMESTAMP`` for a zoned column, ``TIMESTAMP_NTZ`` for one without a zone).
-"""
+"""Column types between a dataset and Spark: the schema Spark sees (see
+:func:`colonnade.spark.reading.spark_arrow_type`), the Arrow batches it accepts from a read, and
+whether a DataFrame's columns can be stored in a dataset's."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
-from pyspark.sql.types import DataType, DecimalType, StructField, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 from colonnade.errors import SchemaError
 from colonnade.schema.types import logical_schema, type_name
-
-_WIDER_SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}
+from colonnade.spark.reading import spark_arrow_type
 
 
 def spark_field_type(t: pa.DataType) -> DataType:
     """The Spark type a column of Arrow type ``t`` is read as."""
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if t in _WIDER_SIGNED:
-        t = _WIDER_SIGNED[t]
-    elif t == pa.uint64():
-        return DecimalType(20, 0)
-    elif pa.types.is_large_string(t):
-        t = pa.string()
-    elif pa.types.is_large_binary(t):
-        t = pa.binary()
-    elif pa.types.is_timestamp(t):
-        t = pa.timestamp("us", t.tz)
-    return from_arrow_type(t, prefer_timestamp_ntz=True)
+    return from_arrow_type(spark_arrow_type(t), prefer_timestamp_ntz=True)
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -44,21 +27,6 @@ def spark_schema(schema: pa.Schema) -> StructType:
 def arrow_target(schema: StructType) -> pa.Schema:
     """The exact Arrow schema Spark accepts for rows of ``schema`` from a read."""
     return to_arrow_schema(schema, timezone="UTC")
-
-
-def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """``batch`` (the dataset's types, columns in ``target``'s order) as ``target``'s types."""
-    if batch.schema.equals(target):
-        return batch
-    arrays = []
-    for array, f in zip(batch.columns, target, strict=True):
-        if pa.types.is_dictionary(array.type):
-            array = array.dictionary_decode()
-        if array.type != f.type:
-            # timestamps in ns are truncated to Spark's microseconds; every other cast is exact
-            array = array.cast(f.type, safe=not pa.types.is_timestamp(array.type))
-        arrays.append(array)
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def _widens(src: pa.DataType, dst: pa.DataType) -> bool:

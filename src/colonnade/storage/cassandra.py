@@ -390,6 +390,10 @@ class CassandraStore(ChunkStore):
     def _replicas(self, routing_key: bytes) -> tuple[str, ...]:
         return tuple(sorted(str(h.address) for h in self._cluster.metadata.get_replicas(self.keyspace, routing_key)))
 
+    def chunk_hosts(self, dataset: str, ref: ChunkRef) -> tuple[str, ...]:
+        """Addresses of the nodes that hold the chunk ``ref`` (where a reader of it is local)."""
+        return self._replicas(chunk_routing_key(dataset, ref.partition, ref.column, ref.bucket))
+
     def _fetch(self, dataset: str, tasks: deque[ChunkQuery]) -> Iterator[tuple[ChunkRef, bytes]]:
         action = f"read chunks of dataset {dataset!r}"
         patience = self.settings.request_timeout

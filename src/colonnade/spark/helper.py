@@ -1,0 +1,187 @@
+"""The helper process of Spark's JVM reader (``colonnade.DefaultSource``): one per Spark JVM,
+started by it with ``python -m colonnade.spark.helper``.
+
+It listens on a loopback port and prints ``PORT SECRET``; it exits when its standard input
+closes (the JVM that started it is gone). Each connection carries one request: the secret, then
+one JSON line ``{"op": ..., "options": {...}, ...}``:
+
+- ``schema``: the dataset's Spark schema (JSON) at the version asked for, else the latest;
+- ``filters``: which of the plain filters (see :mod:`colonnade.spark.filters`) a scan takes, and
+  the version the read is pinned to;
+- ``plan``: the pruned scan's segment groups (opaque text each) and their nodes;
+- ``read``: one group's rows, an Arrow IPC stream of Spark's types.
+
+Answers are frames ``[kind][int32 length][payload]``: ``j`` JSON, ``d`` stream bytes, ``z`` end
+of stream, ``e`` an error's one-line message (a Colonnade error as itself; anything else with
+its type).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socketserver
+import struct
+import sys
+import threading
+from io import BufferedIOBase
+from typing import Any
+
+import pyarrow as pa
+
+from colonnade.errors import ColonnadeError
+from colonnade.schema.types import schema_from_json, schema_to_json
+from colonnade.spark.reading import (
+    PARTITION_BYTES,
+    SegmentGroup,
+    filter_of,
+    open_store,
+    pinned,
+    plan_groups,
+    read_group,
+    spark_arrow_type,
+    store_uri,
+)
+
+#: The end of an Arrow IPC stream (continuation marker, zero length).
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _frame(out: BufferedIOBase, kind: bytes, payload: bytes | pa.Buffer) -> None:
+    out.write(kind + struct.pack(">i", len(payload)))
+    out.write(memoryview(payload))  # a buffer goes to the socket as it is (no copy)
+
+
+def _option(options: dict[str, str], name: str) -> str | None:
+    want = name.lower()
+    return next((v for k, v in options.items() if k.lower() == want), None)
+
+
+def _version(request: dict[str, Any]) -> int | None:
+    if request.get("version") is not None:
+        return int(request["version"])
+    asked = _option(request.get("options") or {}, "version")
+    if asked is None:
+        return None
+    try:
+        return int(asked)
+    except ValueError:
+        raise ColonnadeError(f"version must be a whole number, not {asked!r}") from None
+
+
+def _dataset(request: dict[str, Any]) -> tuple[str, str]:
+    options = request.get("options") or {}
+    name = _option(options, "path") or _option(options, "dataset")
+    if not name:
+        raise ColonnadeError('no dataset: pass its name to load(), or .option("dataset", NAME)')
+    return store_uri(_option(options, "store")), name
+
+
+_SPARK_NAMES = {"int8": "byte", "int16": "short", "int32": "integer", "int64": "long", "float": "float",
+                "double": "double", "bool": "boolean", "string": "string", "binary": "binary",
+                "date32[day]": "date"}
+
+
+def _spark_type_json(t: pa.DataType) -> str:
+    t = spark_arrow_type(t)
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    name = _SPARK_NAMES.get(str(t))
+    if name is None:
+        raise ColonnadeError(f"a column of type {t} can't be read by Spark")
+    return name
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """The JSON answer to a ``schema``, ``filters`` or ``plan`` request."""
+    uri, name = _dataset(request)
+    store = open_store(uri)
+    stored, snapshot, schema = pinned(store, name, _version(request))
+    op = request.get("op")
+    if op == "schema":
+        fields = [{"name": f.name, "type": _spark_type_json(f.type), "nullable": True, "metadata": {}}
+                  for f in schema]
+        return {"version": snapshot.version, "schema": {"type": "struct", "fields": fields}}
+    expr, taken = filter_of(request.get("filters") or [], schema)
+    if op == "filters":
+        return {"version": snapshot.version, "taken": taken}
+    if op == "plan":
+        options = request.get("options") or {}
+        size = _option(options, "partitionBytes")
+        least = _option(options, "minPartitions")
+        groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
+                             int(size) if size else PARTITION_BYTES,
+                             int(least) if least else os.cpu_count() or 2)
+        return {"version": snapshot.version, "schema": schema_to_json(schema),
+                "partitions": [{"group": g.to_text(), "hosts": list(g.hosts)} for g in groups]}
+    raise ColonnadeError(f"unknown request {op!r}")
+
+
+def stream(request: dict[str, Any], out: BufferedIOBase) -> None:
+    """A ``read`` request's rows as ``d`` frames of an Arrow IPC stream, then ``z``."""
+    uri, name = _dataset(request)
+    store = open_store(uri)
+    schema = schema_from_json(request["schema"])
+    expr, _ = filter_of(request.get("filters") or [], schema)
+    columns = request.get("columns") or []
+    group = SegmentGroup.from_text(request["group"])
+    batches = read_group(store, name, schema, columns, expr, group)  # checks the columns
+    target = pa.schema([pa.field(c, spark_arrow_type(schema.field(c).type)) for c in columns])
+    # the stream's messages, one frame each: its schema, its batches, its end
+    _frame(out, b"d", target.serialize())
+    for batch in batches:
+        _frame(out, b"d", batch.serialize())
+    _frame(out, b"d", _EOS)
+    _frame(out, b"z", b"")
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    secret = ""
+
+    def handle(self) -> None:
+        if self.rfile.readline().decode().strip() != self.secret:
+            return
+        out = self.wfile
+        try:
+            request = json.loads(self.rfile.readline())
+            if request.get("op") == "read":
+                stream(request, out)
+            else:
+                _frame(out, b"j", json.dumps(answer(request)).encode())
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the task stopped reading (a LIMIT was reached, or it was cancelled)
+        except ColonnadeError as exc:
+            self._report(str(exc))
+        except Exception as exc:  # reported to the task, which fails with it
+            self._report(f"{type(exc).__name__}: {exc}")
+
+    def _report(self, message: str) -> None:
+        try:
+            _frame(self.wfile, b"e", message.encode())
+        except OSError:
+            pass
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main() -> None:
+    _Handler.secret = secrets.token_hex(16)
+    server = _Server(("127.0.0.1", 0), _Handler)
+    print(f"{server.server_address[1]} {_Handler.secret}", flush=True)
+
+    def watch() -> None:
+        sys.stdin.read()  # returns when the JVM that started us closes our input (or dies)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

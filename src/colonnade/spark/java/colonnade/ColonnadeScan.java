@@ -1,0 +1,333 @@
+package colonnade;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.math.BigDecimal;
+import java.net.Socket;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.EqualNullSafe;
+import org.apache.spark.sql.sources.EqualTo;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.sources.GreaterThan;
+import org.apache.spark.sql.sources.GreaterThanOrEqual;
+import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.IsNotNull;
+import org.apache.spark.sql.sources.IsNull;
+import org.apache.spark.sql.sources.LessThan;
+import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.sources.Not;
+import org.apache.spark.sql.sources.StringContains;
+import org.apache.spark.sql.sources.StringEndsWith;
+import org.apache.spark.sql.sources.StringStartsWith;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * A read of a Colonnade dataset: the version is pinned when filters are pushed (or when the scan
+ * is built), the helper plans the pruned scan into input partitions (groups of segments, with
+ * the nodes holding them as preferred locations), and each task streams its group's rows as
+ * Arrow batches of just the columns the query needs.
+ */
+final class ColonnadeScan implements Scan, Batch {
+    private final Map<String, Object> read; // options, version, columns, filters
+    private final StructType schema;
+
+    private ColonnadeScan(Map<String, Object> read, StructType schema) {
+        this.read = read;
+        this.schema = schema;
+    }
+
+    static final class Builder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+        private final CaseInsensitiveStringMap options;
+        private StructType schema;
+        private Object version;
+        private final List<Object> taken = new ArrayList<>();
+        private Filter[] pushed = new Filter[0];
+
+        Builder(StructType schema, CaseInsensitiveStringMap options, Object version) {
+            this.schema = schema;
+            this.options = options;
+            this.version = version;
+        }
+
+        @Override
+        public Filter[] pushFilters(Filter[] filters) {
+            List<Object> plain = new ArrayList<>();
+            for (Filter f : filters) {
+                plain.add(plain(f));
+            }
+            Map<String, Object> request = Helper.request("filters", options);
+            request.put("version", version);
+            request.put("filters", plain);
+            Map<String, Object> reply = Helper.get().call(request);
+            version = reply.get("version");
+            List<Object> accepted = Helper.list(reply.get("taken"));
+            List<Filter> kept = new ArrayList<>();
+            List<Filter> left = new ArrayList<>();
+            for (int i = 0; i < filters.length; i++) {
+                if (Boolean.TRUE.equals(accepted.get(i))) {
+                    kept.add(filters[i]);
+                    taken.add(plain.get(i));
+                } else {
+                    left.add(filters[i]);
+                }
+            }
+            pushed = kept.toArray(new Filter[0]);
+            return left.toArray(new Filter[0]);
+        }
+
+        @Override
+        public Filter[] pushedFilters() {
+            return pushed;
+        }
+
+        @Override
+        public void pruneColumns(StructType required) {
+            schema = required;
+        }
+
+        @Override
+        public Scan build() {
+            Map<String, Object> read = new LinkedHashMap<>();
+            read.put("options", Helper.request("", options).get("options"));
+            read.put("version", version);
+            List<String> columns = new ArrayList<>();
+            for (StructField f : schema.fields()) {
+                columns.add(f.name());
+            }
+            read.put("columns", columns);
+            read.put("filters", taken);
+            return new ColonnadeScan(read, schema);
+        }
+    }
+
+    /** A pushed filter in the helper's plain form, or null (never taken) for any other. */
+    static Object plain(Filter f) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        if (f instanceof Not n) {
+            Object child = plain(n.child());
+            if (child == null) {
+                return null;
+            }
+            out.put("op", "not");
+            out.put("child", child);
+            return out;
+        }
+        String op;
+        String column;
+        Object value = null;
+        List<Object> values = null;
+        if (f instanceof EqualTo x) { op = "eq"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof EqualNullSafe x) { op = "eqns"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof GreaterThan x) { op = "gt"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof GreaterThanOrEqual x) { op = "ge"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof LessThan x) { op = "lt"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof LessThanOrEqual x) { op = "le"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof IsNull x) { op = "isnull"; column = x.attribute(); }
+        else if (f instanceof IsNotNull x) { op = "notnull"; column = x.attribute(); }
+        else if (f instanceof StringStartsWith x) { op = "startswith"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof StringEndsWith x) { op = "endswith"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof StringContains x) { op = "contains"; column = x.attribute(); value = x.value(); }
+        else if (f instanceof In x) {
+            op = "in";
+            column = x.attribute();
+            values = new ArrayList<>();
+            for (Object v : x.values()) {
+                values.add(value(v));
+            }
+        } else {
+            return null;
+        }
+        out.put("op", op);
+        out.put("col", column);
+        if (values != null) {
+            out.put("values", values);
+        } else if (!op.equals("isnull") && !op.equals("notnull")) {
+            out.put("value", value(value));
+        }
+        return out;
+    }
+
+    private static Object value(Object v) {
+        if (v == null || v instanceof String || v instanceof Boolean || v instanceof Integer
+                || v instanceof Long || v instanceof Short || v instanceof Byte || v instanceof Double
+                || v instanceof Float) {
+            return v;
+        }
+        Map<String, Object> tagged = new LinkedHashMap<>();
+        if (v instanceof java.sql.Date d) {
+            tagged.put("date", d.toLocalDate().toString());
+        } else if (v instanceof LocalDate d) {
+            tagged.put("date", d.toString());
+        } else if (v instanceof BigDecimal d) {
+            tagged.put("decimal", d.toPlainString());
+        } else {
+            tagged.put("unsupported", v.getClass().getName());
+        }
+        return tagged;
+    }
+
+    @Override
+    public StructType readSchema() {
+        return schema;
+    }
+
+    @Override
+    public String description() {
+        return "colonnade " + Helper.json(read);
+    }
+
+    @Override
+    public Batch toBatch() {
+        return this;
+    }
+
+    @Override
+    public ColumnarSupportMode columnarSupportMode() {
+        return ColumnarSupportMode.SUPPORTED;
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions() {
+        Map<String, Object> request = new LinkedHashMap<>(read);
+        request.put("op", "plan");
+        Map<String, Object> reply = Helper.get().call(request);
+        read.put("version", reply.get("version"));
+        read.put("schema", reply.get("schema"));
+        List<Object> groups = Helper.list(reply.get("partitions"));
+        InputPartition[] out = new InputPartition[groups.size()];
+        for (int i = 0; i < out.length; i++) {
+            @SuppressWarnings("unchecked")
+            Map<String, Object> g = (Map<String, Object>) groups.get(i);
+            List<Object> hosts = Helper.list(g.get("hosts"));
+            out[i] = new Group((String) g.get("group"), hosts.toArray(new String[0]));
+        }
+        return out;
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+        return new Factory(Helper.json(read));
+    }
+
+    /** The segments one task reads (opaque to the JVM) and the nodes that hold them. */
+    static final class Group implements InputPartition {
+        final String group;
+        private final String[] hosts;
+
+        Group(String group, String[] hosts) {
+            this.group = group;
+            this.hosts = hosts;
+        }
+
+        @Override
+        public String[] preferredLocations() {
+            return hosts;
+        }
+    }
+
+    static final class Factory implements PartitionReaderFactory, Serializable {
+        private final String read;
+
+        Factory(String read) {
+            this.read = read;
+        }
+
+        @Override
+        public PartitionReader<org.apache.spark.sql.catalyst.InternalRow> createReader(InputPartition partition) {
+            throw new UnsupportedOperationException("colonnade reads columnar batches only");
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new Reader(read, ((Group) partition).group);
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return true;
+        }
+    }
+
+    /** One task's rows: an Arrow IPC stream from the helper, batch by batch. */
+    static final class Reader implements PartitionReader<ColumnarBatch> {
+        private static final RootAllocator ROOT = new RootAllocator(Long.MAX_VALUE);
+        private final Socket socket;
+        private final BufferAllocator allocator;
+        private final ArrowStreamReader stream;
+        private final Helper.Frames frames;
+        private ColumnarBatch batch;
+        private ColumnVector[] columns;
+
+        @SuppressWarnings("unchecked")
+        Reader(String read, String group) {
+            try {
+                Map<String, Object> request = new com.fasterxml.jackson.databind.ObjectMapper().readValue(read, Map.class);
+                request.put("op", "read");
+                request.put("group", group);
+                socket = Helper.get().open(request);
+                allocator = ROOT.newChildAllocator("colonnade-read", 0, Long.MAX_VALUE);
+                frames = new Helper.Frames(socket.getInputStream());
+                stream = new ArrowStreamReader(frames, allocator);
+            } catch (IOException e) {
+                throw new UncheckedIOException("colonnade: can't start a read", e);
+            }
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            if (!stream.loadNextBatch()) {
+                frames.finish();
+                return false;
+            }
+            VectorSchemaRoot root = stream.getVectorSchemaRoot();
+            if (columns == null) {
+                List<FieldVector> vectors = root.getFieldVectors();
+                columns = new ColumnVector[vectors.size()];
+                for (int i = 0; i < columns.length; i++) {
+                    columns[i] = new ArrowColumnVector(vectors.get(i));
+                }
+            }
+            batch = new ColumnarBatch(columns, root.getRowCount());
+            return true;
+        }
+
+        @Override
+        public ColumnarBatch get() {
+            return batch;
+        }
+
+        @Override
+        public void close() throws IOException {
+            try {
+                stream.close();
+                allocator.close();
+            } finally {
+                socket.close();
+            }
+        }
+    }
+}
