@@ -298,3 +298,30 @@ def test_a_plan_names_the_nodes_holding_each_group(store: Store) -> None:
         assert hosts == [node]
     else:
         assert hosts == []
+
+
+def test_the_readme_example_runs_as_written(spark: Any, tmp_path: Any) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = text.index("## Scaling out on Spark")
+    block = re.search(r"```python\n(.*?)```", text[start:], re.S)
+    assert block and "sqlite:///scaling-out.db" in block.group(1)
+    # the example's relative path is the Spark JVM's (started elsewhere): an absolute one here
+    code = block.group(1).replace("sqlite:///scaling-out.db", f"sqlite:///{tmp_path}/scaling-out.db")
+    exec(compile(code, "README.md", "exec"), {})
+
+
+def test_strings_stored_with_and_without_dictionaries_read_back_alike(spark: Any, store: Store, fmt: str) -> None:
+    """Within one input partition some segments keep a column as a dictionary and others not:
+    the reader hands Spark the same strings either way."""
+    ds = store.create_dataset("mixed", pa.schema([("k", pa.int64()), ("s", pa.string())]), segment_rows=1000)
+    ds.append(pa.table({"k": list(range(2000)), "s": [None if i % 7 == 0 else f"few{i % 3}" for i in range(2000)]}))
+    ds.append(pa.table({"k": list(range(2000, 4000)), "s": [f"unique-{i}" for i in range(2000, 4000)]}))
+    assert {bool(s.dictionary) for s in ds.snapshot().segments} == {True, False}
+    for options in ({"minPartitions": "1"}, {"partitionBytes": "1"}):
+        df = load(spark, store, "mixed", fmt, **options)
+        got = sorted(map(tuple, df.collect()), key=repr)
+        assert got == sorted(rows_of(store.sql("SELECT k, s FROM mixed")), key=repr)
+        assert df.where("s = 'few1'").count() == sum(1 for i in range(2000) if i % 7 and i % 3 == 1)

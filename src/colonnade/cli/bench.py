@@ -171,6 +171,33 @@ def metadata(settings: Settings, rows: int, store_uri: str | None, out: Path, re
     study.main(rows=rows, out=out, store=store, repeats=repeats)
 
 
+@bench.command("spark")
+@click.option("--rows", type=click.IntRange(min=1), default=4_037_539, show_default=True, metavar="N",
+              help="Rows of GDELT-shaped data.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="A store to compare besides the embedded one (e.g. cassandra://127.0.0.1/bench; "
+                   "default: the group's --store if given).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where data and the report go.")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, metavar="K",
+              help="Runs per query (the median is reported).")
+@click.option("--plan-segments", type=click.IntRange(min=1), default=10_000, show_default=True, metavar="S",
+              help="Segments of the dataset whose read planning is timed.")
+@pass_settings
+def spark(settings: Settings, rows: int, store_uri: str | None, out: Path, repeats: int,
+          plan_segments: int) -> None:
+    """Spark SQL (local[2]) over Colonnade against Spark over ZSTD Parquet: Q1–Q3, read-all."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise click.ClickException("bench spark needs PySpark 4.1 or newer: pip install pyspark") from None
+    from colonnade.bench import spark as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(rows=rows, out=out, store=store, repeats=repeats, plan_segments=plan_segments,
+               echo=click.echo)
+
+
 @bench.command("adimpressions")
 @click.option("--events", type=click.IntRange(min=3), default=30_000_000, show_default=True, metavar="N",
               help="Ad impressions produced at full speed; figures are reported at N/3, 2N/3 and N.")

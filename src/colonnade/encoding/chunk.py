@@ -352,8 +352,10 @@ def verify_chunk(data: bytes | memoryview) -> None:
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
 
 
-def decode_chunk(data: bytes | memoryview) -> pa.Array:
-    """Verify and decode one chunk to an Arrow array (dictionary arrays stay dictionary)."""
+def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
+    """Verify and decode one chunk to an Arrow array (dictionary arrays stay dictionary, with
+    int32 indices; ``as_stored``: a dictionary of numbers too, and indices as narrow as they
+    were stored, for a reader that looks values up itself)."""
     flags, _ = _check_header(data)
     verify_chunk(data)
     buf = pa.py_buffer(data).slice(HEADER_SIZE)
@@ -389,7 +391,7 @@ def decode_chunk(data: bytes | memoryview) -> pa.Array:
         return run_end_decode(array, as_dictionary)
     if bool(flags & FLAG_DICTIONARY) != pa.types.is_dictionary(array.type):
         raise ChunkFormatError("the header's dictionary flag does not match the payload")
-    if pa.types.is_dictionary(array.type):
+    if pa.types.is_dictionary(array.type) and not as_stored:
         if not is_dictionary_presented(array.type.value_type):
             # numbers were dictionary-stored only to be small (take is ~5x faster than
             # dictionary_decode here)

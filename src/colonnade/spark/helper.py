@@ -44,8 +44,7 @@ from colonnade.spark.reading import (
     store_uri,
 )
 
-#: The end of an Arrow IPC stream (continuation marker, zero length).
-_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_GATHER = 64 * 1024
 
 
 def _frame(out: BufferedIOBase, kind: bytes, payload: bytes | pa.Buffer) -> None:
@@ -114,27 +113,56 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         least = _option(options, "minPartitions")
         groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
                              int(size) if size else PARTITION_BYTES,
-                             int(least) if least else os.cpu_count() or 2)
+                             int(least) if least else 2 * (os.cpu_count() or 2))
         return {"version": snapshot.version, "schema": schema_to_json(schema),
                 "partitions": [{"group": g.to_text(), "hosts": list(g.hosts)} for g in groups]}
     raise ColonnadeError(f"unknown request {op!r}")
 
 
+class _Frames:
+    """A write-only file for Arrow's stream writer: its bytes go out as ``d`` frames (small
+    writes gathered up to 64 KiB; large buffers sent as they are)."""
+
+    closed = False
+
+    def __init__(self, out: BufferedIOBase) -> None:
+        self.out = out
+        self.buffer = bytearray()
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        if n >= _GATHER:
+            self.flush()
+            _frame(self.out, b"d", data)
+        else:
+            self.buffer += data
+            if len(self.buffer) >= _GATHER:
+                self.flush()
+        return n
+
+    def flush(self) -> None:
+        if self.buffer:
+            _frame(self.out, b"d", bytes(self.buffer))
+            self.buffer.clear()
+
+    def close(self) -> None:
+        self.flush()
+
+
 def stream(request: dict[str, Any], out: BufferedIOBase) -> None:
-    """A ``read`` request's rows as ``d`` frames of an Arrow IPC stream, then ``z``."""
+    """A ``read`` request's rows as ``d`` frames, one Arrow IPC stream per batch (its own
+    schema: columns stored as dictionaries stay so, the JVM reader looks values up instead of
+    this process decoding them), then ``z``."""
     uri, name = _dataset(request)
     store = open_store(uri)
     schema = schema_from_json(request["schema"])
     expr, _ = filter_of(request.get("filters") or [], schema)
-    columns = request.get("columns") or []
     group = SegmentGroup.from_text(request["group"])
-    batches = read_group(store, name, schema, columns, expr, group)  # checks the columns
-    target = pa.schema([pa.field(c, spark_arrow_type(schema.field(c).type)) for c in columns])
-    # the stream's messages, one frame each: its schema, its batches, its end
-    _frame(out, b"d", target.serialize())
-    for batch in batches:
-        _frame(out, b"d", batch.serialize())
-    _frame(out, b"d", _EOS)
+    sink = _Frames(out)
+    for batch in read_group(store, name, schema, request.get("columns") or [], expr, group, as_stored=True):
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+    sink.flush()
     _frame(out, b"z", b"")
 
 

@@ -99,7 +99,7 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         return batch
     arrays = []
     for array, f in zip(batch.columns, target, strict=True):
-        if pa.types.is_dictionary(array.type):
+        if pa.types.is_dictionary(array.type) and not pa.types.is_dictionary(f.type):
             array = array.dictionary_decode()
         if array.type != f.type:
             # timestamps in ns are truncated to Spark's microseconds; every other cast is exact
@@ -182,23 +182,46 @@ def plan_groups(store: Store, name: str, version: int, columns: Sequence[str], e
 
 
 def read_group(store: Store, name: str, schema: pa.Schema, columns: Sequence[str], expr: pc.Expression | None,
-               group: SegmentGroup) -> Iterator[pa.RecordBatch]:
-    """The rows of ``group`` that match ``expr``, as batches of ``columns`` in Spark's types
-    (``schema``: the dataset's at the pinned version)."""
+               group: SegmentGroup, as_stored: bool = False) -> Iterator[pa.RecordBatch]:
+    """The rows of ``group`` that match ``expr``: batches of ``columns`` in Spark's types
+    (``schema``: the dataset's at the pinned version). With ``as_stored`` a column stored as a
+    dictionary (of strings or numbers, with indices of any width) stays one, so each batch may
+    have its own types: for a reader that looks values up itself."""
     segments = group.planned()
-    if not segments:
-        return
-    ds = store.dataset(name)
     missing = [c for c in columns if c not in schema.names]
     if missing:
         raise SchemaError(f"dataset {name!r} has no column(s) {', '.join(missing)}")
+    logical = logical_schema(schema)
     read_columns = list(columns)
+    filtered: set[str] = set()
     if expr is not None:
-        read_columns += [c for c in sorted(_referenced(expr, schema)) if c not in read_columns]
-    # strings are decoded plain (Spark takes no dictionaries) by the scan's decoding threads
-    fields = [logical_schema(schema).field(c) for c in read_columns]
-    plan = ScanPlan(Snapshot.empty(name), tuple(columns), tuple(read_columns), segments,
-                    pa.schema(fields), ScanMetrics())
+        filtered = _referenced(expr, logical)
+        read_columns += [c for c in sorted(filtered) if c not in read_columns]
+    if not segments:
+        return
+    read = pa.schema([logical.field(c) for c in read_columns])
     target = spark_arrow_schema(schema, columns)
-    for batch in _read_segments(ds, plan, _finisher(expr, plan), eager=True):
-        yield to_spark_batch(batch, target)
+    # a filtered batch is taken row by row, which Arrow can't do for every dictionary type
+    stored = frozenset(columns) if as_stored and expr is None else frozenset()
+    plan = ScanPlan(Snapshot.empty(name), tuple(columns), tuple(read_columns), segments, read, ScanMetrics(),
+                    as_stored=stored)
+    for batch in _read_segments(store.dataset(name), plan, _finisher(expr, plan), eager=True):
+        yield _as_stored(batch, target) if stored else to_spark_batch(batch, target)
+
+
+def _as_stored(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """A batch whose dictionaries of Spark's value types stay dictionaries, other columns in
+    Spark's types."""
+    if not batch.num_columns:  # rows without columns (a count): the batch is its length
+        return batch
+    arrays = []
+    for array, f in zip(batch.columns, target, strict=True):
+        if pa.types.is_dictionary(array.type) and array.type.value_type == f.type:
+            arrays.append(array)
+            continue
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if array.type != f.type:
+            array = array.cast(f.type, safe=not pa.types.is_timestamp(array.type))
+        arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, names=target.names)

@@ -72,7 +72,7 @@ class ColonnadeDataSource(DataSource):
     ``df.write.format("colonnade").option("store", URI).mode("append").save(NAME)``.
 
     Read options: ``version`` (default: the latest when the schema is asked for),
-    ``partitionBytes`` (default 64 MiB), ``minPartitions`` (default: this machine's cores). Write options: ``partitionBy``, ``sortBy`` (a new dataset),
+    ``partitionBytes`` (default 64 MiB), ``minPartitions`` (default: twice the driver's cores). Write options: ``partitionBy``, ``sortBy`` (a new dataset),
     ``mergeSchema`` (add the DataFrame's new columns)."""
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -116,7 +116,7 @@ class ColonnadeDataSource(DataSource):
         least = _option(options, "minPartitions")
         return ColonnadeReader(self.uri, self.dataset, self.version, self.stored_schema, schema,
                                int(size) if size else PARTITION_BYTES,
-                               int(least) if least else os.cpu_count() or 2)
+                               int(least) if least else 2 * (os.cpu_count() or 2))
 
     def writer(self, schema: StructType, overwrite: bool) -> ColonnadeWriter:
         return plan_write(self.uri, self.dataset, dict(self.options), schema, overwrite)

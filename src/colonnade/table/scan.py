@@ -95,6 +95,9 @@ class ScanPlan:
     segments: tuple[PlannedSegment, ...]
     schema: pa.Schema  # schema of the batches to_batches yields (read_columns)
     metrics: ScanMetrics
+    #: columns yielded as stored (a dictionary of any index width, of any type, or not: it
+    #: may differ from segment to segment), for readers that take each batch's own types
+    as_stored: frozenset[str] = frozenset()
 
 
 def read_schema(dataset_schema: pa.Schema, snapshot: Snapshot, columns: list[str]) -> pa.Schema:
@@ -280,16 +283,16 @@ def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...],
         yield window
 
 
-def decode_column(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType) -> pa.Array:
-    """The array of one fetched chunk, as ``target``; CorruptChunkError naming the chunk if it is
-    missing (empty) or damaged."""
+def decode_column(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType | None) -> pa.Array:
+    """The array of one fetched chunk, as ``target`` (None: as stored, dictionaries of any
+    index width kept); CorruptChunkError naming the chunk if it is missing (empty) or damaged."""
     if not data:
         raise CorruptChunkError(dataset, ref.column, ref.segment, "chunk is missing from the store")
     try:
-        array = decode_chunk(data)
+        array = decode_chunk(data, as_stored=target is None)
     except ChunkFormatError as exc:
         raise CorruptChunkError(dataset, ref.column, ref.segment, str(exc)) from None
-    if array.type != target:
+    if target is not None and array.type != target:
         if pa.types.is_dictionary(array.type) and not pa.types.is_dictionary(target):
             array = pc.take(array.dictionary, array.indices)
         if array.type != target:
@@ -301,7 +304,7 @@ def decode_column(dataset: str, ref: ChunkRef, data: bytes, target: pa.DataType)
 DECODE_GROUP_BYTES = 512 * 1024
 
 
-def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dict[str, pa.DataType],
+def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dict[str, pa.DataType | None],
                   cache: ChunkCache | None = None) -> list[pa.Array]:
     arrays = [decode_column(dataset, ref, data, types[ref.column]) for ref, data in chunks]
     if cache is not None:
@@ -338,7 +341,8 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
                   pool: ThreadPoolExecutor, finish: Finisher | None) -> list[pa.RecordBatch]:
     refs = [ChunkRef(s.entry.partition, c, s.entry.segment, s.entry.bucket)
             for s in window for c in plan.read_columns if c in s.stats]
-    types = {f.name: f.type for f in plan.schema}
+    types: dict[str, pa.DataType | None] = {
+        f.name: None if f.name in plan.as_stored else f.type for f in plan.schema}
     futures: dict[tuple[str, str], _Part | _Cached] = {}
     cache = cache_of(ds.store)
     if cache is not None:
@@ -387,14 +391,16 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     for s in window:
         arrays = []
         for c in plan.read_columns:
-            if c not in s.stats:
-                arrays.append(pa.nulls(s.entry.rows, types[c]))  # column added after this segment
+            if c not in s.stats:  # column added after this segment
+                arrays.append(pa.nulls(s.entry.rows, plan.schema.field(c).type))
                 continue
             fut = futures.get((s.entry.segment, c))
             if fut is None:
                 raise CorruptChunkError(ds.name, c, s.entry.segment, "chunk is missing from the store")
             arrays.append(fut.result())
-        if arrays:
+        if arrays and plan.as_stored:
+            batches.append(pa.RecordBatch.from_arrays(arrays, names=list(plan.read_columns)))
+        elif arrays:
             batches.append(pa.RecordBatch.from_arrays(arrays, schema=plan.schema))
         else:  # no column wanted: a batch of rows without columns
             batches.append(pa.record_batch({"_": pa.nulls(s.entry.rows)}).select([]))

@@ -14,6 +14,8 @@ import java.util.Map;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.dictionary.Dictionary;
+import org.apache.arrow.vector.types.pojo.DictionaryEncoding;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.spark.sql.connector.read.Batch;
@@ -230,7 +232,7 @@ final class ColonnadeScan implements Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new Factory(Helper.json(read));
+        return new Factory(Helper.json(read), schema);
     }
 
     /** The segments one task reads (opaque to the JVM) and the nodes that hold them. */
@@ -251,9 +253,11 @@ final class ColonnadeScan implements Scan, Batch {
 
     static final class Factory implements PartitionReaderFactory, Serializable {
         private final String read;
+        private final StructType schema;
 
-        Factory(String read) {
+        Factory(String read, StructType schema) {
             this.read = read;
+            this.schema = schema;
         }
 
         @Override
@@ -263,7 +267,7 @@ final class ColonnadeScan implements Scan, Batch {
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new Reader(read, ((Group) partition).group);
+            return new Reader(read, ((Group) partition).group, schema);
         }
 
         @Override
@@ -272,18 +276,23 @@ final class ColonnadeScan implements Scan, Batch {
         }
     }
 
-    /** One task's rows: an Arrow IPC stream from the helper, batch by batch. */
+    /**
+     * One task's rows: one Arrow IPC stream per batch from the helper (each with its own schema:
+     * a column stored as a dictionary comes as one), read batch by batch. A batch's vectors are
+     * freed when the next is read.
+     */
     static final class Reader implements PartitionReader<ColumnarBatch> {
         private static final RootAllocator ROOT = new RootAllocator(Long.MAX_VALUE);
         private final Socket socket;
         private final BufferAllocator allocator;
-        private final ArrowStreamReader stream;
         private final Helper.Frames frames;
+        private final StructType schema;
+        private ArrowStreamReader stream;
         private ColumnarBatch batch;
-        private ColumnVector[] columns;
 
         @SuppressWarnings("unchecked")
-        Reader(String read, String group) {
+        Reader(String read, String group, StructType schema) {
+            this.schema = schema;
             try {
                 Map<String, Object> request = new com.fasterxml.jackson.databind.ObjectMapper().readValue(read, Map.class);
                 request.put("op", "read");
@@ -291,7 +300,6 @@ final class ColonnadeScan implements Scan, Batch {
                 socket = Helper.get().open(request);
                 allocator = ROOT.newChildAllocator("colonnade-read", 0, Long.MAX_VALUE);
                 frames = new Helper.Frames(socket.getInputStream());
-                stream = new ArrowStreamReader(frames, allocator);
             } catch (IOException e) {
                 throw new UncheckedIOException("colonnade: can't start a read", e);
             }
@@ -299,20 +307,44 @@ final class ColonnadeScan implements Scan, Batch {
 
         @Override
         public boolean next() throws IOException {
-            if (!stream.loadNextBatch()) {
-                frames.finish();
-                return false;
+            while (true) {
+                if (stream != null) {
+                    if (stream.loadNextBatch()) {
+                        batch = columns(stream);
+                        return true;
+                    }
+                    closeStream();  // its end read: the next stream starts here
+                }
+                if (frames.atEnd()) {
+                    return false;
+                }
+                stream = new ArrowStreamReader(frames.unclosable(), allocator);
             }
-            VectorSchemaRoot root = stream.getVectorSchemaRoot();
-            if (columns == null) {
-                List<FieldVector> vectors = root.getFieldVectors();
-                columns = new ColumnVector[vectors.size()];
-                for (int i = 0; i < columns.length; i++) {
-                    columns[i] = new ArrowColumnVector(vectors.get(i));
+        }
+
+        private ColumnarBatch columns(ArrowStreamReader reader) throws IOException {
+            VectorSchemaRoot root = reader.getVectorSchemaRoot();
+            List<FieldVector> vectors = root.getFieldVectors();
+            ColumnVector[] columns = new ColumnVector[vectors.size()];
+            for (int i = 0; i < columns.length; i++) {
+                FieldVector v = vectors.get(i);
+                DictionaryEncoding encoding = v.getField().getDictionary();
+                if (encoding == null) {
+                    columns[i] = new ArrowColumnVector(v);
+                } else {
+                    Dictionary d = reader.getDictionaryVectors().get(encoding.getId());
+                    columns[i] = new DictionaryColumn(schema.fields()[i].dataType(), v, d.getVector());
                 }
             }
-            batch = new ColumnarBatch(columns, root.getRowCount());
-            return true;
+            return new ColumnarBatch(columns, root.getRowCount());
+        }
+
+        private void closeStream() throws IOException {
+            if (stream != null) {
+                stream.close();
+                stream = null;
+                batch = null;
+            }
         }
 
         @Override
@@ -323,7 +355,7 @@ final class ColonnadeScan implements Scan, Batch {
         @Override
         public void close() throws IOException {
             try {
-                stream.close();
+                closeStream();
                 allocator.close();
             } finally {
                 socket.close();

@@ -132,15 +132,18 @@ final class Helper {
             this.in = new DataInputStream(new java.io.BufferedInputStream(in, 1 << 16));
         }
 
-        /** Read to the end frame (the helper's answer is complete: nothing is cut off). */
-        void finish() throws IOException {
-            while (!done) {
-                if (left > 0) {
-                    left -= (int) in.skip(left);
-                } else {
-                    fill();
+        /** Whether the answer is over (its end frame read), waiting for the next frame. */
+        boolean atEnd() throws IOException {
+            return !fill();
+        }
+
+        /** This stream, for a reader that closes what it reads when it is done with it. */
+        InputStream unclosable() {
+            return new java.io.FilterInputStream(this) {
+                @Override
+                public void close() {
                 }
-            }
+            };
         }
 
         private boolean fill() throws IOException {
