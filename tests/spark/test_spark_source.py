@@ -325,3 +325,15 @@ def test_strings_stored_with_and_without_dictionaries_read_back_alike(spark: Any
         got = sorted(map(tuple, df.collect()), key=repr)
         assert got == sorted(rows_of(store.sql("SELECT k, s FROM mixed")), key=repr)
         assert df.where("s = 'few1'").count() == sum(1 for i in range(2000) if i % 7 and i % 3 == 1)
+
+
+def test_bench_spark_runs_and_checks_its_answers(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    from colonnade.bench import spark as study
+
+    monkeypatch.delenv("COLONNADE_CACHE_MB", raising=False)  # the bench sets it: restored after
+
+    report = study.main(rows=3000, out=tmp_path, repeats=1, plan_segments=40, echo=lambda _: None)
+    assert set(report["queries"]) == {"Q1", "Q2", "Q3", study.READ_ALL}
+    assert all(t["parquet"] > 0 and t["embedded"] > 0 for t in report["queries"].values())
+    assert report["planning"]["embedded"]["segments"] == 40
+    assert (tmp_path / "spark.md").read_text().count("| Q") == 3 and (tmp_path / "spark.png").exists()

@@ -34,20 +34,25 @@ SESSION = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "4g",
            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 
 
-def _session() -> Any:
+def _session() -> tuple[Any, bool]:
+    """The session (a running one is used as it is, and not stopped), and whether it is new."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["COLONNADE_CACHE_MB"] = "0"  # inherited by the reader's helper process
     from pyspark.sql import SparkSession
 
     import colonnade.spark
 
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        colonnade.spark.register(running)
+        return running, False
     builder = SparkSession.builder.master("local[2]").appName("colonnade-bench-spark")
     for k, v in SESSION.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     colonnade.spark.register(spark)
-    return spark
+    return spark, True
 
 
 def _load_store(uri: str, tsv: Path, rows: int, echo: Callable[[str], None]) -> str:
@@ -116,7 +121,7 @@ def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | 
     stores = {"embedded": _load_store(f"sqlite:///{(work / f'spark-{rows}.db').resolve()}", tsv, rows, echo)}
     if store:
         stores["given"] = _load_store(store, tsv, rows, echo)
-    spark = _session()
+    spark, new = _session()
     try:
         frames = {"parquet": spark.read.parquet(str(parquet.resolve()))}
         for label, uri in stores.items():
@@ -138,7 +143,8 @@ def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | 
             echo(f"{query:18} " + "  ".join(f"{k} {statistics.median(v) * 1e3:8.1f} ms" for k, v in per.items()))
         planning = {label: _plan_time(spark, uri, plan_segments, 3, echo) for label, uri in stores.items()}
     finally:
-        spark.stop()
+        if new:
+            spark.stop()
     import pyspark
 
     report: dict[str, Any] = {

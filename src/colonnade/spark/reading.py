@@ -41,6 +41,9 @@ from colonnade.table.writer import column_stats_from_text
 
 #: Compressed bytes of the columns read per input partition (option ``partitionBytes``).
 PARTITION_BYTES = 64 * 1024 * 1024
+#: Partitions are not made smaller than this to reach ``minPartitions`` (Spark's file sources
+#: do the same with ``spark.sql.files.openCostInBytes``): a task has a fixed cost.
+SPLIT_FLOOR = 4 * 1024 * 1024
 
 _stores: dict[str, Store] = {}
 _stores_lock = threading.Lock()
@@ -152,12 +155,13 @@ def filter_of(filters: Sequence[dict[str, Any] | None], schema: pa.Schema
 def plan_groups(store: Store, name: str, version: int, columns: Sequence[str], expr: pc.Expression | None,
                 partition_bytes: int, min_partitions: int) -> list[SegmentGroup]:
     """The scan's segments after partition and min/max pruning, in commit order, grouped into
-    groups of about ``partition_bytes`` bytes — smaller when that makes fewer than
-    ``min_partitions`` (as Spark splits files)."""
+    groups of about ``partition_bytes`` bytes — smaller (down to SPLIT_FLOOR) when that makes
+    fewer than ``min_partitions`` (as Spark splits files)."""
     ds = store.dataset(name)
     plan = Scan(ds, tuple(columns), expr, version).plan()
     sizes = [sum(s.stats[c].nbytes for c in plan.read_columns if c in s.stats) for s in plan.segments]
-    split = min(max(1, partition_bytes), max(1, -(-sum(sizes) // max(1, min_partitions))))
+    split = min(max(1, partition_bytes),
+                max(min(partition_bytes, SPLIT_FLOOR), -(-sum(sizes) // max(1, min_partitions))))
     hosts_of = getattr(ds.store, "chunk_hosts", None)
     groups: list[SegmentGroup] = []
     current: list[PlannedSegment] = []
