@@ -337,3 +337,28 @@ def test_bench_spark_runs_and_checks_its_answers(spark: Any, tmp_path: Any, monk
     assert all(t["parquet"] > 0 and t["embedded"] > 0 for t in report["queries"].values())
     assert report["planning"]["embedded"]["segments"] == 40
     assert (tmp_path / "spark.md").read_text().count("| Q") == 3 and (tmp_path / "spark.png").exists()
+
+
+@pytest.mark.parametrize(("sql", "from_metadata"), [
+    ("SELECT count(NumArticles) AS n FROM gdelt", True),
+    ("SELECT count(*) AS n, min(MonthYear) AS lo, max(MonthYear) AS hi FROM gdelt WHERE MonthYear >= 198006", True),
+    ("SELECT count(*) AS n, max(NumArticles) AS hi FROM gdelt WHERE NumArticles > 250", False),
+    ("SELECT count(DISTINCT Actor1Name) AS n FROM gdelt", False),
+    ("SELECT MonthYear, count(*) AS n FROM gdelt GROUP BY MonthYear ORDER BY MonthYear", False),
+])
+def test_aggregates_statistics_decide_are_answered_at_planning(spark: Any, gdelt: Store, sql: str,
+                                                               from_metadata: bool) -> None:
+    load(spark, gdelt).createOrReplaceTempView("gdelt")
+    df = spark.sql(sql)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert ("aggregate from metadata" in plan) == from_metadata, plan
+    assert close(spark_rows(df), rows_of(gdelt.sql(sql)))
+
+
+def test_a_count_from_metadata_follows_deletes(spark: Any, store: Store) -> None:
+    ds = store.create_dataset("shrinking", pa.schema([("p", pa.int64()), ("k", pa.int64())]), partition_by="p")
+    ds.append(pa.table({"p": [i % 4 for i in range(400)], "k": [None if i % 5 == 0 else i for i in range(400)]}))
+    ds.delete("k > 300")
+    load(spark, store, "shrinking").createOrReplaceTempView("shrinking")
+    for sql in ("SELECT count(k) AS n FROM shrinking", "SELECT count(*) AS n FROM shrinking WHERE p = 2"):
+        assert spark_rows(spark.sql(sql)) == rows_of(store.sql(sql))

@@ -37,6 +37,7 @@ from colonnade.spark.reading import (
     SegmentGroup,
     filter_of,
     open_store,
+    option,
     pinned,
     plan_groups,
     read_group,
@@ -52,15 +53,10 @@ def _frame(out: BufferedIOBase, kind: bytes, payload: bytes | pa.Buffer) -> None
     out.write(memoryview(payload))  # a buffer goes to the socket as it is (no copy)
 
 
-def _option(options: dict[str, str], name: str) -> str | None:
-    want = name.lower()
-    return next((v for k, v in options.items() if k.lower() == want), None)
-
-
 def _version(request: dict[str, Any]) -> int | None:
     if request.get("version") is not None:
         return int(request["version"])
-    asked = _option(request.get("options") or {}, "version")
+    asked = option(request.get("options") or {}, "version")
     if asked is None:
         return None
     try:
@@ -71,10 +67,10 @@ def _version(request: dict[str, Any]) -> int | None:
 
 def _dataset(request: dict[str, Any]) -> tuple[str, str]:
     options = request.get("options") or {}
-    name = _option(options, "path") or _option(options, "dataset")
+    name = option(options, "path") or option(options, "dataset")
     if not name:
         raise ColonnadeError('no dataset: pass its name to load(), or .option("dataset", NAME)')
-    return store_uri(_option(options, "store")), name
+    return store_uri(option(options, "store")), name
 
 
 _SPARK_NAMES = {"int8": "byte", "int16": "short", "int32": "integer", "int64": "long", "float": "float",
@@ -104,13 +100,16 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         fields = [{"name": f.name, "type": _spark_type_json(f.type), "nullable": True, "metadata": {}}
                   for f in schema]
         return {"version": snapshot.version, "schema": {"type": "struct", "fields": fields}}
+    if op == "aggregate":
+        return {"version": snapshot.version,
+                "values": from_metadata(store, stored, snapshot.version, schema, request)}
     expr, taken = filter_of(request.get("filters") or [], schema)
     if op == "filters":
         return {"version": snapshot.version, "taken": taken}
     if op == "plan":
         options = request.get("options") or {}
-        size = _option(options, "partitionBytes")
-        least = _option(options, "minPartitions")
+        size = option(options, "partitionBytes")
+        least = option(options, "minPartitions")
         groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
                              int(size) if size else PARTITION_BYTES,
                              int(least) if least else 2 * (os.cpu_count() or 2))
@@ -147,6 +146,70 @@ class _Frames:
 
     def close(self) -> None:
         self.flush()
+
+
+_METADATA_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(),
+                   pa.date32())
+
+
+def _sql_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, dict) and "date" in value:
+        return f"DATE '{value['date']}'"
+    return None
+
+
+def _sql_filter(flt: dict[str, Any], schema: pa.Schema) -> str | None:
+    """A plain filter as SQL (None: one that is not written here)."""
+    op = flt.get("op")
+    if op == "not":
+        inner = _sql_filter(flt["child"], schema)
+        return None if inner is None else f"NOT ({inner})"
+    col = flt.get("col")
+    if col not in schema.names:
+        return None
+    name = '"' + str(col).replace('"', '""') + '"'
+    if op == "isnull":
+        return f"{name} IS NULL"
+    if op == "notnull":
+        return f"{name} IS NOT NULL"
+    if op == "in":
+        values = [_sql_value(v) for v in flt.get("values") or []]
+        return None if not values or None in values else f"{name} IN ({', '.join(map(str, values))})"
+    sql_op = {"eq": "=", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eqns": "IS NOT DISTINCT FROM"}.get(str(op))
+    value = _sql_value(flt.get("value"))
+    return None if sql_op is None or value is None else f"{name} {sql_op} {value}"
+
+
+def from_metadata(store: Any, name: str, version: int, schema: pa.Schema, request: dict[str, Any]) -> list[Any] | None:
+    """The values of the aggregates of a pushed aggregation (``countstar``, ``count``, ``min``,
+    ``max`` of columns, no grouping, under the pushed filters), if segment statistics decide
+    them exactly (as ``Store.sql`` answers such a query without reading chunks); else None."""
+    select = []
+    for agg in request.get("aggregates") or []:
+        fn, col = agg.get("fn"), agg.get("col")
+        if fn == "countstar":
+            select.append("count(*)")
+            continue
+        if fn not in ("count", "min", "max") or col not in schema.names:
+            return None
+        if fn != "count" and schema.field(col).type not in _METADATA_TYPES:
+            return None
+        select.append(f'{fn}("{col}")')
+    where = [_sql_filter(f, schema) for f in request.get("filters") or []]
+    if not select or None in where:
+        return None
+    sql = f'SELECT {", ".join(select)} FROM "{name}"' + (f" WHERE {' AND '.join(map(str, where))}" if where else "")
+    answered = store._from_stats(sql, version, None)
+    if answered is None:
+        return None
+    row = answered.table.to_pylist()[0]
+    return [{"date": v.isoformat()} if hasattr(v, "isoformat") else v for v in row.values()]
 
 
 def stream(request: dict[str, Any], out: BufferedIOBase) -> None:

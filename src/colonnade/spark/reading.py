@@ -59,6 +59,12 @@ def open_store(uri: str) -> Store:
         return store
 
 
+def option(options: dict[str, str], name: str) -> str | None:
+    """An option by name, whatever its case (Spark's options are case-insensitive)."""
+    want = name.lower()
+    return next((v for k, v in options.items() if k.lower() == want), None)
+
+
 def store_uri(uri: str | None) -> str:
     """The store option, a relative SQLite path made absolute (tasks may start elsewhere)."""
     if not uri:

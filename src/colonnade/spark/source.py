@@ -42,6 +42,7 @@ from colonnade.spark.reading import (
     PARTITION_BYTES,
     SegmentGroup,
     open_store,
+    option,
     pinned,
     plan_groups,
     read_group,
@@ -54,14 +55,8 @@ from colonnade.table.dataset import Dataset
 from colonnade.table.operation import WriteOperation, WrittenPart
 
 
-def _option(options: dict[str, str], name: str) -> str | None:
-    """An option by name, whatever its case (Spark's options are case-insensitive)."""
-    want = name.lower()
-    return next((v for k, v in options.items() if k.lower() == want), None)
-
-
 def _dataset_name(options: dict[str, str]) -> str:
-    name = _option(options, "path") or _option(options, "dataset")
+    name = option(options, "path") or option(options, "dataset")
     if not name:
         raise ColonnadeError('no dataset: pass its name to load()/save(), or .option("dataset", NAME)')
     return name
@@ -77,7 +72,7 @@ class ColonnadeDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.uri = store_uri(_option(dict(options), "store"))
+        self.uri = store_uri(option(dict(options), "store"))
         self.dataset = _dataset_name(dict(options))
         self.version: int | None = None
         self.stored_schema: list[list[str]] | None = None
@@ -90,7 +85,7 @@ class ColonnadeDataSource(DataSource):
         """The dataset's schema at the version every task will read (asked for once)."""
         if self.version is not None:
             return
-        asked = _option(dict(self.options), "version")
+        asked = option(dict(self.options), "version")
         try:
             version = int(asked) if asked is not None else None
         except ValueError:
@@ -112,8 +107,8 @@ class ColonnadeDataSource(DataSource):
         if missing:
             raise SchemaError(f"dataset {self.dataset!r} has no column(s) {', '.join(missing)}")
         options = dict(self.options)
-        size = _option(options, "partitionBytes")
-        least = _option(options, "minPartitions")
+        size = option(options, "partitionBytes")
+        least = option(options, "minPartitions")
         return ColonnadeReader(self.uri, self.dataset, self.version, self.stored_schema, schema,
                                int(size) if size else PARTITION_BYTES,
                                int(least) if least else 2 * (os.cpu_count() or 2))
@@ -243,14 +238,14 @@ def plan_write(uri: str, name: str, options: dict[str, str], schema: StructType,
     """On the driver, before any task: the dataset (created at the commit if new), the checked
     schema and the write operation every task writes for."""
     store = open_store(uri)
-    merge = (_option(options, "mergeSchema") or "false").lower() == "true"
+    merge = (option(options, "mergeSchema") or "false").lower() == "true"
     try:
         stored = store.resolve(name)
     except ColonnadeError:
         stored = None
     if stored is None:
-        partition_by = _option(options, "partitionBy")
-        sort_by = _option(options, "sortBy")
+        partition_by = option(options, "partitionBy")
+        sort_by = option(options, "sortBy")
         ds = store.new_dataset(name, arrow_schema_of(schema), partition_by or None, sort_by or None)
         op = ds.prepare_write(kind="overwrite" if overwrite else "append")
         spec = ds.spec

@@ -24,6 +24,15 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.aggregate.Count;
+import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
+import org.apache.spark.sql.connector.expressions.aggregate.Max;
+import org.apache.spark.sql.connector.expressions.aggregate.Min;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.sources.EqualNullSafe;
@@ -40,6 +49,8 @@ import org.apache.spark.sql.sources.Not;
 import org.apache.spark.sql.sources.StringContains;
 import org.apache.spark.sql.sources.StringEndsWith;
 import org.apache.spark.sql.sources.StringStartsWith;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -62,12 +73,15 @@ final class ColonnadeScan implements Scan, Batch {
         this.schema = schema;
     }
 
-    static final class Builder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+    static final class Builder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns,
+            SupportsPushDownAggregates {
         private final CaseInsensitiveStringMap options;
         private StructType schema;
         private Object version;
         private final List<Object> taken = new ArrayList<>();
         private Filter[] pushed = new Filter[0];
+        private Aggregation asked;
+        private AggregateScan answered;
 
         Builder(StructType schema, CaseInsensitiveStringMap options, Object version) {
             this.schema = schema;
@@ -111,8 +125,87 @@ final class ColonnadeScan implements Scan, Batch {
             schema = required;
         }
 
+        /** Decided at planning from statistics, or not pushed: Spark aggregates what it reads. */
+        @Override
+        public boolean supportCompletePushDown(Aggregation aggregation) {
+            return answer(aggregation) != null;
+        }
+
+        @Override
+        public boolean pushAggregation(Aggregation aggregation) {
+            return answer(aggregation) != null;
+        }
+
+        private AggregateScan answer(Aggregation aggregation) {
+            if (aggregation == asked) {
+                return answered;
+            }
+            asked = aggregation;
+            answered = null;
+            if (aggregation.groupByExpressions().length > 0) {
+                return null;
+            }
+            List<Object> aggregates = new ArrayList<>();
+            List<StructField> fields = new ArrayList<>();
+            for (AggregateFunc f : aggregation.aggregateExpressions()) {
+                Map<String, Object> a = new LinkedHashMap<>();
+                String column = null;
+                DataType type = DataTypes.LongType;
+                if (f instanceof CountStar) {
+                    a.put("fn", "countstar");
+                } else if (f instanceof Count c && !c.isDistinct()) {
+                    a.put("fn", "count");
+                    column = column(c.column());
+                } else if (f instanceof Min m) {
+                    a.put("fn", "min");
+                    column = column(m.column());
+                } else if (f instanceof Max m) {
+                    a.put("fn", "max");
+                    column = column(m.column());
+                } else {
+                    return null;
+                }
+                if (!(f instanceof CountStar)) {
+                    if (column == null) {
+                        return null;
+                    }
+                    a.put("col", column);
+                    if (!(f instanceof Count)) {
+                        type = schema.apply(column).dataType();
+                    }
+                }
+                if (!AggregateScan.supported(type)) {
+                    return null;
+                }
+                aggregates.add(a);
+                fields.add(new StructField(f.toString(), type, true, org.apache.spark.sql.types.Metadata.empty()));
+            }
+            Map<String, Object> request = Helper.request("aggregate", options);
+            request.put("version", version);
+            request.put("filters", taken);
+            request.put("aggregates", aggregates);
+            Map<String, Object> reply = Helper.get().call(request);
+            Object values = reply.get("values");
+            if (values == null) {
+                return null;
+            }
+            answered = new AggregateScan(new StructType(fields.toArray(new StructField[0])), Helper.list(values));
+            return answered;
+        }
+
+        private String column(Expression e) {
+            if (e instanceof NamedReference n && n.fieldNames().length == 1
+                    && java.util.Arrays.asList(schema.fieldNames()).contains(n.fieldNames()[0])) {
+                return n.fieldNames()[0];
+            }
+            return null;
+        }
+
         @Override
         public Scan build() {
+            if (answered != null) {
+                return answered;
+            }
             Map<String, Object> read = new LinkedHashMap<>();
             read.put("options", Helper.request("", options).get("options"));
             read.put("version", version);
