@@ -33,8 +33,9 @@ import pyarrow as pa
 from colonnade.errors import ColonnadeError
 from colonnade.schema.types import schema_from_json, schema_to_json
 from colonnade.spark.reading import (
-    PARTITION_BYTES,
     SegmentGroup,
+    asked_version,
+    dataset_name,
     filter_of,
     open_store,
     option,
@@ -42,6 +43,7 @@ from colonnade.spark.reading import (
     plan_groups,
     read_group,
     spark_arrow_type,
+    split_options,
     store_uri,
 )
 
@@ -54,23 +56,15 @@ def _frame(out: BufferedIOBase, kind: bytes, payload: bytes | pa.Buffer) -> None
 
 
 def _version(request: dict[str, Any]) -> int | None:
+    """The version a read was pinned to (by the JVM), else the one its options ask for."""
     if request.get("version") is not None:
         return int(request["version"])
-    asked = option(request.get("options") or {}, "version")
-    if asked is None:
-        return None
-    try:
-        return int(asked)
-    except ValueError:
-        raise ColonnadeError(f"version must be a whole number, not {asked!r}") from None
+    return asked_version(request.get("options") or {})
 
 
 def _dataset(request: dict[str, Any]) -> tuple[str, str]:
     options = request.get("options") or {}
-    name = option(options, "path") or option(options, "dataset")
-    if not name:
-        raise ColonnadeError('no dataset: pass its name to load(), or .option("dataset", NAME)')
-    return store_uri(option(options, "store")), name
+    return store_uri(option(options, "store")), dataset_name(options)
 
 
 _SPARK_NAMES = {"int8": "byte", "int16": "short", "int32": "integer", "int64": "long", "float": "float",
@@ -107,12 +101,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     if op == "filters":
         return {"version": snapshot.version, "taken": taken}
     if op == "plan":
-        options = request.get("options") or {}
-        size = option(options, "partitionBytes")
-        least = option(options, "minPartitions")
         groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
-                             int(size) if size else PARTITION_BYTES,
-                             int(least) if least else 2 * (os.cpu_count() or 2))
+                             *split_options(request.get("options") or {}))
         return {"version": snapshot.version, "schema": schema_to_json(schema),
                 "partitions": [{"group": g.to_text(), "hosts": list(g.hosts)} for g in groups]}
     raise ColonnadeError(f"unknown request {op!r}")

@@ -65,6 +65,31 @@ def option(options: dict[str, str], name: str) -> str | None:
     return next((v for k, v in options.items() if k.lower() == want), None)
 
 
+def dataset_name(options: dict[str, str]) -> str:
+    """The dataset a read or write names (``load(NAME)``/``save(NAME)``, or option ``dataset``)."""
+    name = option(options, "path") or option(options, "dataset")
+    if not name:
+        raise ColonnadeError('no dataset: pass its name to load()/save(), or .option("dataset", NAME)')
+    return name
+
+
+def asked_version(options: dict[str, str]) -> int | None:
+    """Option ``version`` (None: the latest)."""
+    asked = option(options, "version")
+    try:
+        return int(asked) if asked is not None else None
+    except ValueError:
+        raise ColonnadeError(f"version must be a whole number, not {asked!r}") from None
+
+
+def split_options(options: dict[str, str]) -> tuple[int, int]:
+    """Options ``partitionBytes`` (default PARTITION_BYTES) and ``minPartitions`` (default
+    twice this machine's cores: the driver's, where reads are planned)."""
+    size = option(options, "partitionBytes")
+    least = option(options, "minPartitions")
+    return (int(size) if size else PARTITION_BYTES, int(least) if least else 2 * (os.cpu_count() or 2))
+
+
 def store_uri(uri: str | None) -> str:
     """The store option, a relative SQLite path made absolute (tasks may start elsewhere)."""
     if not uri:

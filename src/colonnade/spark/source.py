@@ -17,7 +17,6 @@ that ``vacuum`` removes. Two attempts of one partition are never both committed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,27 +38,22 @@ from colonnade.schema.types import schema_from_json, schema_to_json
 from colonnade.spark import NAME
 from colonnade.spark.filters import conjunction, from_pyspark, to_expression
 from colonnade.spark.reading import (
-    PARTITION_BYTES,
     SegmentGroup,
+    asked_version,
+    dataset_name,
     open_store,
     option,
     pinned,
     plan_groups,
     read_group,
+    split_options,
     store_uri,
     to_spark_batch,
 )
 from colonnade.spark.types import arrow_schema_of, arrow_target, check_write_schema, spark_schema
 from colonnade.table.conform import conform
 from colonnade.table.dataset import Dataset
-from colonnade.table.operation import WriteOperation, WrittenPart
-
-
-def _dataset_name(options: dict[str, str]) -> str:
-    name = option(options, "path") or option(options, "dataset")
-    if not name:
-        raise ColonnadeError('no dataset: pass its name to load()/save(), or .option("dataset", NAME)')
-    return name
+from colonnade.table.operation import WriteOperation, WrittenPart, segment_rows
 
 
 class ColonnadeDataSource(DataSource):
@@ -67,13 +61,14 @@ class ColonnadeDataSource(DataSource):
     ``df.write.format("colonnade").option("store", URI).mode("append").save(NAME)``.
 
     Read options: ``version`` (default: the latest when the schema is asked for),
-    ``partitionBytes`` (default 64 MiB), ``minPartitions`` (default: twice the driver's cores). Write options: ``partitionBy``, ``sortBy`` (a new dataset),
-    ``mergeSchema`` (add the DataFrame's new columns)."""
+    ``partitionBytes`` (default 64 MiB), ``minPartitions`` (default: twice the driver's cores).
+    Write options: ``partitionBy``, ``sortBy`` (a new dataset), ``mergeSchema`` (add the
+    DataFrame's new columns)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.uri = store_uri(option(dict(options), "store"))
-        self.dataset = _dataset_name(dict(options))
+        self.dataset = dataset_name(dict(options))
         self.version: int | None = None
         self.stored_schema: list[list[str]] | None = None
 
@@ -85,12 +80,8 @@ class ColonnadeDataSource(DataSource):
         """The dataset's schema at the version every task will read (asked for once)."""
         if self.version is not None:
             return
-        asked = option(dict(self.options), "version")
-        try:
-            version = int(asked) if asked is not None else None
-        except ValueError:
-            raise ColonnadeError(f"version must be a whole number, not {asked!r}") from None
-        self.dataset, snapshot, schema = pinned(open_store(self.uri), self.dataset, version)
+        self.dataset, snapshot, schema = pinned(open_store(self.uri), self.dataset,
+                                                asked_version(dict(self.options)))
         self.version = snapshot.version
         self.stored_schema = schema_to_json(schema)
 
@@ -106,12 +97,8 @@ class ColonnadeDataSource(DataSource):
         missing = [f.name for f in schema if f.name not in stored.names]
         if missing:
             raise SchemaError(f"dataset {self.dataset!r} has no column(s) {', '.join(missing)}")
-        options = dict(self.options)
-        size = option(options, "partitionBytes")
-        least = option(options, "minPartitions")
         return ColonnadeReader(self.uri, self.dataset, self.version, self.stored_schema, schema,
-                               int(size) if size else PARTITION_BYTES,
-                               int(least) if least else 2 * (os.cpu_count() or 2))
+                               *split_options(dict(self.options)))
 
     def writer(self, schema: StructType, overwrite: bool) -> ColonnadeWriter:
         return plan_write(self.uri, self.dataset, dict(self.options), schema, overwrite)
@@ -175,12 +162,11 @@ class PartWritten(WriterCommitMessage):
 
 
 class ColonnadeWriter(DataSourceArrowWriter):
-    def __init__(self, uri: str, spec: str, recorded: bool, operation: str, overwrite: bool) -> None:
+    def __init__(self, uri: str, spec: str, recorded: bool, operation: str) -> None:
         self.uri = uri
         self.spec = spec
         self.recorded = recorded
-        self.operation = operation
-        self.overwrite = overwrite
+        self.operation = operation  # its kind says whether it appends or overwrites
 
     def _dataset(self) -> Dataset:
         store = open_store(self.uri)
@@ -226,8 +212,6 @@ class ColonnadeWriter(DataSourceArrowWriter):
 
 def _remove(ds: Dataset, op: WriteOperation, parts: list[WrittenPart]) -> None:
     """Remove the segments of attempts that were not committed (after the commit)."""
-    from colonnade.table.operation import segment_rows
-
     entries = [e for p in parts for e in p.entries]
     if entries:
         ds.store.delete_segments(ds.name, segment_rows(op, entries), ds.spec.schema.names)
@@ -257,7 +241,7 @@ def plan_write(uri: str, name: str, options: dict[str, str], schema: StructType,
         if target is not spec.schema:  # new columns: the commit records the wider schema
             spec = spec.with_schema(target)
             op = replace(op, schema=schema_to_json(target))
-    return ColonnadeWriter(uri, spec.to_json(), ds.recorded, op.to_json(), overwrite)
+    return ColonnadeWriter(uri, spec.to_json(), ds.recorded, op.to_json())
 
 
 __all__ = ["NAME", "ColonnadeDataSource", "ColonnadeReader", "ColonnadeWriter"]
