@@ -9,12 +9,22 @@ rows as a plain Arrow table.
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from colonnade.store import Store
-from colonnade.table.scan import EAGER_WINDOWS, WINDOW_SEGMENTS, PlannedSegment, _windows
+from colonnade.table.scan import (
+    EAGER_WINDOWS,
+    READ_AHEAD,
+    READ_FIRST,
+    WINDOW_SEGMENTS,
+    PlannedSegment,
+    _read_segments,
+    _windows,
+)
 
 ROWS = 6000
 SEGMENT_ROWS = 200  # 30 segments
@@ -118,3 +128,37 @@ def test_windows_start_small_and_grow() -> None:
     assert sizes[:EAGER_WINDOWS] == [1] * EAGER_WINDOWS
     assert sizes[EAGER_WINDOWS:EAGER_WINDOWS + 4] == [2, 4, 8, 16]
     assert max(sizes) == WINDOW_SEGMENTS and sum(sizes) == 300
+
+
+def test_eager_windows_start_at_read_first_and_grow() -> None:
+    class Stats:
+        nbytes = 10
+
+    segments = tuple(PlannedSegment(None, {"c": Stats()}) for _ in range(300))  # type: ignore[arg-type, dict-item]
+    sizes = [len(w) for w in _windows(segments, ("c",), eager=True)]
+    assert sizes[:4] == [READ_FIRST, 2 * READ_FIRST, 4 * READ_FIRST, 8 * READ_FIRST]
+    assert max(sizes) == WINDOW_SEGMENTS and sum(sizes) == 300
+
+
+def test_windows_are_read_ahead_together(loaded: tuple[Store, pa.Table], monkeypatch: pytest.MonkeyPatch) -> None:
+    """READ_AHEAD windows are fetched at once: the fetches of the first two meet at a barrier
+    (a store that served one window after the other would break it), and every row arrives."""
+    store, table = loaded
+    ds = store.dataset("ev")
+    inner = type(ds.store).get_chunks
+    meet = threading.Barrier(READ_AHEAD, timeout=10)
+    calls: list[int] = []
+
+    def get_chunks(self, dataset, refs):  # type: ignore[no-untyped-def]
+        calls.append(len(refs))
+        if len(calls) <= READ_AHEAD:
+            meet.wait()
+        return inner(self, dataset, refs)
+
+    monkeypatch.setattr(type(ds.store), "get_chunks", get_chunks)
+    scan = ds.scan().select("id", "n")
+    plan = scan.plan()
+    got = pa.Table.from_batches(list(_read_segments(ds, plan, None, eager=True)))
+    assert len(calls) >= READ_AHEAD and not meet.broken
+    assert sorted(got.column("id").to_pylist()) == table.column("id").to_pylist()
+    assert plan.metrics.segments_read == ROWS // SEGMENT_ROWS

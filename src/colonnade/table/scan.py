@@ -5,8 +5,8 @@ segment index of the surviving partitions and prunes segments by chunk min/max. 
 is lazy: it fetches only the chunks of the needed columns of the surviving segments, in windows
 that start at one segment and double up to :data:`WINDOW_SEGMENTS` / :data:`WINDOW_BYTES`. The
 first :data:`EAGER_WINDOWS` windows are fetched only when the consumer asks for them, so a
-consumer that stops early (DuckDB on ``LIMIT``) has read one or two segments; from then on the
-next window is fetched and decoded ahead of the consumer by a thread pool. It yields one batch
+consumer that stops early (DuckDB on ``LIMIT``) has read one or two segments; from then on
+:data:`READ_AHEAD` windows are fetched and decoded ahead of the consumer by thread pools. It yields one batch
 per segment. The filter, if any, is applied exactly to what is read (in the worker threads);
 pruning only skips what can't match.
 """
@@ -14,6 +14,7 @@ pruning only skips what can't match.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,11 @@ WINDOW_BYTES = 48 * 1024 * 1024
 WINDOW_SEGMENTS = 64
 #: Windows fetched only on demand (one segment each) before reading ahead starts.
 EAGER_WINDOWS = 2
+#: Windows fetched and decoded ahead of the consumer once reading ahead has started.
+READ_AHEAD = 2
+#: Segments of the first window of a scan that reads ahead from the start (then doubling): its
+#: consumer gets batches while later windows are fetched.
+READ_FIRST = 4
 RANGES_SHOWN = 16  # key ranges listed per curve in a plan's metrics (all are counted)
 
 
@@ -265,11 +271,11 @@ def _referenced(expr: pc.Expression, schema: pa.Schema) -> set[str]:
 def _windows(segments: tuple[PlannedSegment, ...], columns: tuple[str, ...],
              eager: bool = False) -> Iterator[list[PlannedSegment]]:
     """Groups of segments fetched together: one segment for each of the first EAGER_WINDOWS,
-    then twice as many each time (``eager``: from the first), up to WINDOW_SEGMENTS segments or
-    WINDOW_BYTES bytes."""
+    then twice as many each time (``eager``: READ_FIRST segments first), up to WINDOW_SEGMENTS
+    segments or WINDOW_BYTES bytes."""
     window: list[PlannedSegment] = []
     size = 0
-    limit, count = (WINDOW_SEGMENTS, EAGER_WINDOWS) if eager else (1, 0)
+    limit, count = (READ_FIRST, EAGER_WINDOWS) if eager else (1, 0)
     for seg in segments:
         window.append(seg)
         size += sum(seg.stats[c].nbytes for c in columns if c in seg.stats)
@@ -417,27 +423,25 @@ def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None,
         return
     threads = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(threads, thread_name_prefix="colonnade-decode") as decode_pool, \
-            ThreadPoolExecutor(1, thread_name_prefix="colonnade-fetch") as fetch_pool:
-        pending: Future[list[pa.RecordBatch]] | None = None
+            ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="colonnade-fetch") as fetch_pool:
+        pending: deque[Future[list[pa.RecordBatch]]] = deque()
         windows = _windows(plan.segments, plan.read_columns, eager)
-        fetched = EAGER_WINDOWS if eager else 0
+        # the first windows are fetched only when the consumer gets there: a LIMIT that stops
+        # within them has read EAGER_WINDOWS segments at most (``eager``: none is held back)
+        for _ in range(0 if eager else EAGER_WINDOWS):
+            window = next(windows, None)
+            if window is None:
+                return
+            yield from _fetch_window(ds, plan, window, decode_pool, finish)
+        # the consumer wants more: READ_AHEAD windows are fetched and decoded ahead of it
         try:
             while True:
-                if pending is not None:
-                    batches, pending = pending.result(), None
-                else:
-                    # the first windows are fetched only when the consumer gets here: a LIMIT
-                    # that stops within them has read EAGER_WINDOWS segments at most
-                    window = next(windows, None)
-                    if window is None:
-                        break
-                    batches = _fetch_window(ds, plan, window, decode_pool, finish)
-                fetched += 1
-                if fetched > EAGER_WINDOWS:  # the consumer wants more: read the next one ahead
-                    upcoming = next(windows, None)
-                    if upcoming is not None:
-                        pending = fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish)
-                yield from batches
+                while len(pending) < READ_AHEAD and (upcoming := next(windows, None)) is not None:
+                    pending.append(fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish))
+                if not pending:
+                    break
+                yield from pending.popleft().result()
         finally:
-            if pending is not None and not pending.cancel():
-                pending.exception()  # wait: metrics are final once the scan is closed
+            for future in pending:
+                if not future.cancel():
+                    future.exception()  # wait: metrics are final once the scan is closed
