@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from colonnade.cluster import LocalCluster, cql_ready
+from colonnade.cluster import ClusterError, LocalCluster, cql_ready
 
 # Slot 25 (127.0.0.26, JMX 9699) stays clear of a development cluster on 127.0.0.1 and of the
 # suite's shared test node (slot 20 by default).
@@ -57,3 +57,31 @@ def test_single_node_start_query_stop(tmp_path: Path) -> None:
     assert node.state == "down"
     assert node.pid is None
     assert not cql_ready(node.address)
+
+
+def _pid_sequence(cluster: LocalCluster, pids: list[int | None], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's recorded pid as seen by successive checks (the last one repeats); CQL never
+    answers."""
+    seen = iter(pids)
+    last: list[int | None] = [None]
+
+    def pid(node: int) -> int | None:
+        last[0] = next(seen, last[0])
+        return last[0]
+
+    monkeypatch.setattr(cluster, "_pid", pid)
+    monkeypatch.setattr("colonnade.cluster.cassandra.cql_ready", lambda *a, **k: False)
+
+
+def test_a_node_missing_once_while_starting_is_not_called_exited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = LocalCluster(tmp_path / "cluster", nodes=1, address_offset=_SLOT)
+    _pid_sequence(cluster, [None, 4242], monkeypatch)  # the launcher's exec: gone for one look
+    with pytest.raises(ClusterError, match="did not answer CQL.*still starting \\(pid 4242\\)"):
+        cluster._wait_up(1, timeout=2.5)
+
+
+def test_a_node_gone_on_two_looks_exited_during_startup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = LocalCluster(tmp_path / "cluster", nodes=1, address_offset=_SLOT)
+    _pid_sequence(cluster, [None, None], monkeypatch)
+    with pytest.raises(ClusterError, match="node1 exited during startup"):
+        cluster._wait_up(1, timeout=30)

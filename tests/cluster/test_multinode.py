@@ -34,9 +34,11 @@ def cluster() -> LocalCluster:
     c = LocalCluster(directory=directory, nodes=3, heap="768M", address_offset=OFFSET)
     c.stop()
     c.clear()
-    c.start()
-    yield c
-    c.stop()
+    try:
+        c.start()
+        yield c
+    finally:  # also when a node fails to start: leave none running
+        c.stop()
 
 
 def _answers(store: colonnade.Store) -> list[tuple[object, ...]]:

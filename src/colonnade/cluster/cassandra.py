@@ -419,7 +419,12 @@ request_timeout: 20000ms
             if state == "up":
                 return
             if pid is None:
-                raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
+                # seen once, it may be the instant of the launcher's exec (the pid's command
+                # line is briefly empty): a node has exited only if it is still gone a second later
+                time.sleep(1.0)
+                if self._pid(node) is None:
+                    raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
+                continue
             time.sleep(1.0)
         pid, _ = self._state(node)
         still = (

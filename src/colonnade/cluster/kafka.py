@@ -418,7 +418,10 @@ log.cleaner.threads=1
             if status.state == "up":
                 return
             if status.pid is None:
-                raise ClusterError(f"the Kafka broker exited during startup:\n{self._failure_log()}")
+                time.sleep(1.0)  # as a Cassandra node's: gone on two looks, a second apart
+                if self.status().pid is None:
+                    raise ClusterError(f"the Kafka broker exited during startup:\n{self._failure_log()}")
+                continue
             time.sleep(0.25)
         raise ClusterError(
             f"the Kafka broker did not answer on {self.bootstrap_servers} within "
