@@ -433,14 +433,18 @@ def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None,
             if window is None:
                 return
             yield from _fetch_window(ds, plan, window, decode_pool, finish)
-        # the consumer wants more: READ_AHEAD windows are fetched and decoded ahead of it
+        # the consumer wants more: READ_AHEAD windows are fetched and decoded ahead of the one
+        # it is taking batches from
+        def read_ahead() -> None:
+            while len(pending) < READ_AHEAD and (upcoming := next(windows, None)) is not None:
+                pending.append(fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish))
+
         try:
-            while True:
-                while len(pending) < READ_AHEAD and (upcoming := next(windows, None)) is not None:
-                    pending.append(fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish))
-                if not pending:
-                    break
-                yield from pending.popleft().result()
+            read_ahead()
+            while pending:
+                batches = pending.popleft().result()
+                read_ahead()
+                yield from batches
         finally:
             for future in pending:
                 if not future.cancel():
