@@ -27,6 +27,7 @@ from colonnade.cluster.jvm import (
     java,
     launch_detached,
     recorded_pid,
+    still_gone,
     tail,
 )
 from colonnade.errors import ClusterError
@@ -418,12 +419,9 @@ request_timeout: 20000ms
             pid, state = self._state(node)
             if state == "up":
                 return
+            if pid is None and still_gone(lambda: self._pid(node)):
+                raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
             if pid is None:
-                # seen once, it may be the instant of the launcher's exec (the pid's command
-                # line is briefly empty): a node has exited only if it is still gone a second later
-                time.sleep(1.0)
-                if self._pid(node) is None:
-                    raise ClusterError(f"node{node} exited during startup:\n{self._failure_log(node)}")
                 continue
             time.sleep(1.0)
         pid, _ = self._state(node)

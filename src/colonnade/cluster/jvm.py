@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,6 +120,14 @@ def launch_detached(cmd: list[str], cwd: Path, stdout: Path) -> int:
         check=True,
     )
     return int(out.stdout.strip())
+
+
+def still_gone(pid: Callable[[], int | None], recheck: float = 1.0) -> bool:
+    """For a starting server whose ``pid()`` has just found no process: True if it still finds
+    none ``recheck`` seconds later. One look may fall between the launcher's exit and the server's
+    start (an exec, during which the pid's command line may be empty)."""
+    time.sleep(recheck)
+    return pid() is None
 
 
 def recorded_pid(pid_file: Path, *markers: str) -> int | None:

@@ -31,6 +31,7 @@ from colonnade.cluster.jvm import (
     java,
     launch_detached,
     recorded_pid,
+    still_gone,
     tail,
 )
 from colonnade.errors import ClusterError
@@ -417,10 +418,9 @@ log.cleaner.threads=1
             status = self.status()
             if status.state == "up":
                 return
+            if status.pid is None and still_gone(self.pid):
+                raise ClusterError(f"the Kafka broker exited during startup:\n{self._failure_log()}")
             if status.pid is None:
-                time.sleep(1.0)  # as a Cassandra node's: gone on two looks, a second apart
-                if self.status().pid is None:
-                    raise ClusterError(f"the Kafka broker exited during startup:\n{self._failure_log()}")
                 continue
             time.sleep(0.25)
         raise ClusterError(

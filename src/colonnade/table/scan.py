@@ -6,9 +6,9 @@ is lazy: it fetches only the chunks of the needed columns of the surviving segme
 that start at one segment and double up to :data:`WINDOW_SEGMENTS` / :data:`WINDOW_BYTES`. The
 first :data:`EAGER_WINDOWS` windows are fetched only when the consumer asks for them, so a
 consumer that stops early (DuckDB on ``LIMIT``) has read one or two segments; from then on
-:data:`READ_AHEAD` windows are fetched and decoded ahead of the consumer by thread pools. It yields one batch
-per segment. The filter, if any, is applied exactly to what is read (in the worker threads);
-pruning only skips what can't match.
+:data:`READ_AHEAD` windows are fetched and decoded ahead of the consumer by thread pools. It
+yields one batch per segment. The filter, if any, is applied exactly to what is read (in the
+worker threads); pruning only skips what can't match.
 """
 
 from __future__ import annotations
