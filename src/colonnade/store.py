@@ -31,7 +31,10 @@ from colonnade.table.scan import read_schema
 if TYPE_CHECKING:
     from colonnade.geo.tiles import TileLayer
     from colonnade.ingest.pipeline import IngestResult
+    from colonnade.samples import SampleInfo
 
+#: Statements answered by :mod:`colonnade.samples` (checked before anything is parsed).
+EXTENDED = re.compile(r"(?is)\bwith\s+error\b|\b(create|drop)\s+sample\s+table\b")
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
 
@@ -298,6 +301,43 @@ class Store:
                 return self._tables(names, fresh=True)
         return out
 
+    def _extended(self, query: str, version: int | None, versions: dict[str, int] | None
+                  ) -> pa.Table | None:
+        """The answer of a statement DuckDB doesn't know: a query ending in ``WITH ERROR``,
+        ``CREATE SAMPLE TABLE`` or ``DROP SAMPLE TABLE`` (see :mod:`colonnade.samples`)."""
+        if not EXTENDED.search(query):
+            return None
+        from colonnade.samples import answer, statement
+
+        table = statement(self, query)
+        if table is not None:
+            return table
+        found = answer(self, query, version, versions)
+        return None if found is None else found.table
+
+    # -- samples (see colonnade.samples)
+    def create_sample(self, dataset: str, on: str | list[str], fraction: float,
+                      name: str | None = None, min_per_stratum: int = 50,
+                      seed: int | None = None) -> SampleInfo:
+        """Build a sample of ``dataset`` stratified on columns ``on`` (a list or ``"a,b"``):
+        every stratum keeps at least ``min_per_stratum`` rows (all, if it has fewer) and about
+        ``fraction`` of them; the sample is then kept current by every commit of the dataset.
+        Queries ending in ``WITH ERROR e`` use it (default name: ``<dataset>_by_<columns>``)."""
+        from colonnade.samples import create
+
+        return create(self, dataset, on, fraction, name, min_per_stratum, seed)
+
+    def samples(self, dataset: str | None = None) -> list[SampleInfo]:
+        """The samples of ``dataset`` (of every dataset by default)."""
+        from colonnade.samples import samples
+
+        return samples(self, dataset)
+
+    def drop_sample(self, name: str) -> None:
+        from colonnade.samples import drop
+
+        drop(self, name)
+
     def _from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answered | None:
         """The answer of ``query`` from segment statistics, if it is an aggregate query they
         decide exactly (see :mod:`colonnade.query.stats_answers`); None otherwise."""
@@ -366,6 +406,9 @@ class Store:
         ``version`` pins every dataset the query reads at that version (``versions`` per
         dataset, by name; an unknown name is DatasetNotFoundError, a version the dataset does
         not have VersionNotFoundError). Queries from several threads run at once."""
+        extended = self._extended(query, version, versions)
+        if extended is not None:
+            return extended
         answered = self._from_stats(query, version, versions)
         if answered is not None:
             return answered.table
@@ -386,9 +429,12 @@ class Store:
         The reader is valid inside the ``with`` block (which holds this thread's DuckDB cursor:
         a query of this thread inside it runs on a cursor of its own); leaving the block early
         stops the query. Errors while reading are raised as :meth:`sql` raises them."""
-        answered = self._from_stats(query, version, versions)
-        if answered is not None:
-            yield pa.RecordBatchReader.from_batches(answered.table.schema, answered.table.to_batches())
+        table = self._extended(query, version, versions)
+        if table is None:
+            answered = self._from_stats(query, version, versions)
+            table = answered.table if answered is not None else None
+        if table is not None:
+            yield pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
             return
         with self._connection(query, version, versions) as (con, registered):
             try:
@@ -411,6 +457,13 @@ class Store:
     def explain(self, query: str, version: int | None = None) -> Explain:
         """Run a query and report what each dataset scan pruned and read."""
         start = time.perf_counter()
+        if EXTENDED.search(query):
+            from colonnade.samples import answer, explain_text
+
+            found = answer(self, query, version)
+            if found is not None:
+                return Explain(query, explain_text(found), {}, found.table.num_rows,
+                               time.perf_counter() - start)
         answered = self._from_stats(query, version, None)
         if answered is not None:
             return Explain(query, f"answered from segment statistics, as: {answered.sql}",
@@ -466,9 +519,36 @@ def split_statements(text: str) -> list[Statement]:
     try:
         parsed = duckdb.extract_statements(text)
     except duckdb.Error as exc:
-        raise QueryError(_one_line(exc)) from None
+        if not EXTENDED.search(text):
+            raise QueryError(_one_line(exc)) from None
+        return _split_extended(text)
     return [Statement(s.query.strip(), duckdb.ExpectedResultType.NOTHING not in s.expected_result_type)
             for s in parsed if s.query.strip().strip(";").strip()]
+
+
+def _split_extended(text: str) -> list[Statement]:
+    """:func:`split_statements` for a script holding statements DuckDB doesn't parse (see
+    :data:`EXTENDED`): split at each ``;`` outside parentheses, strings and comments."""
+    import sqlglot
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = sqlglot.tokenize(text, read="duckdb")
+    except sqlglot.errors.SqlglotError as exc:
+        raise QueryError(_one_line(exc)) from None
+    pieces, start, depth = [], 0, 0
+    for token in tokens:
+        depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+        if token.token_type == TokenType.SEMICOLON and depth == 0:
+            pieces.append(text[start:token.start])
+            start = token.end + 1
+    pieces.append(text[start:])
+    out: list[Statement] = []
+    for piece in (p.strip() for p in pieces):
+        if not piece:
+            continue
+        out.extend([Statement(piece, True)] if EXTENDED.search(piece) else split_statements(piece))
+    return out
 
 
 def _reraise_scan_error(registered: dict[str, ColonnadeArrowDataset]) -> None:

@@ -120,6 +120,7 @@ def _register() -> None:
         demo,
         kafka,
         maintenance,
+        sample,
         stream,
         tiles,
     )
@@ -127,7 +128,7 @@ def _register() -> None:
     for command in (commands.ingest, commands.sql, commands.explain, commands.datasets,
                     commands.describe, commands.verify, cleanup.expire, cleanup.vacuum, commands.drop,
                     maintenance.compact, maintenance.delete, maintenance.alter,
-                    stream.stream, tiles.tiles, demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
+                    sample.sample, stream.stream, tiles.tiles, demo.demo, bench.bench, cassandra.cassandra, kafka.kafka):
         cli.add_command(command)
 
 

@@ -8,9 +8,9 @@ A commit is a list of actions (the Delta protocol's model, kept small):
 * ``set_schema``: the dataset's columns from this version on (schema evolution is a commit, so
   time travel reads each version's own columns);
 * ``set_properties``: dataset properties (retention, ...), merged key by key;
-* ``txn``: ``(app_id, version)`` — an ingest's source identity (``version`` 1) or a stream's
+* ``txn``: ``(app_id, version)`` — an ingest's source identity (``version`` 1), a stream's
   position (``position:kafka:topic:partition`` → the next offset to consume, see
-  :func:`position_id`);
+  :func:`position_id`) or the base version a sample represents (``sample-of:<base>``);
   the latest version per app id is kept.
 
 Format 2, as stored (JSON)::
@@ -196,6 +196,8 @@ class SetProperties:
 #: App ids of stream positions start with this (a source identity given by a user may not);
 #: any other app id is a source identity.
 POSITION_PREFIX = "position:kafka:"
+#: App ids of the base version a sample represents (see :mod:`colonnade.table.sample`).
+SAMPLE_PREFIX = "sample-of:"
 
 
 def position_id(topic: str, partition: int) -> str:
@@ -212,6 +214,11 @@ class Txn:
     def is_position(self) -> bool:
         """A stream position (next offset), rather than a source identity."""
         return self.app_id.startswith(POSITION_PREFIX)
+
+    @property
+    def is_source(self) -> bool:
+        """An ingest's source identity (not a stream position, nor a sample's base version)."""
+        return not self.app_id.startswith((POSITION_PREFIX, SAMPLE_PREFIX))
 
     def to_dict(self) -> dict[str, Any]:
         return {"app_id": self.app_id, "version": self.version}
@@ -266,7 +273,7 @@ class Commit:
     def source(self) -> str | None:
         """The source identity an ingest recorded (its first txn that is not a stream
         position), if any."""
-        return next((t.app_id for t in self.txns if not t.is_position), None)
+        return next((t.app_id for t in self.txns if t.is_source), None)
 
     @property
     def positions(self) -> dict[str, int]:
@@ -348,8 +355,9 @@ class Commit:
         actions: list[Action] = [CommitInfo(commit_id or str(uuid.uuid4()), kind, time.time(), None,
                                             default_writer() if writer is None else writer, info or {})]
         if source is not None:
-            if source.startswith(POSITION_PREFIX):
-                raise ValueError(f"a source identity can't start with {POSITION_PREFIX!r}: {source}")
+            if not Txn(source, 1).is_source:
+                raise ValueError(f"a source identity can't start with {POSITION_PREFIX!r} or "
+                                 f"{SAMPLE_PREFIX!r}: {source}")
             actions.append(Txn(source, 1))
         for app_id, offset in sorted((positions or {}).items()):
             if not app_id.startswith(POSITION_PREFIX):

@@ -45,6 +45,9 @@ class ReadSet:
     changes_schema: bool = False
     schema: tuple[tuple[str, str], ...] | None = None  # the schema as read (None: none recorded)
     positions: frozenset[str] = frozenset()  # stream positions (app ids) read and advanced
+    #: the operation rewrites state derived from the whole version it read (a sample's
+    #: maintenance): any commit made since conflicts
+    exclusive: bool = False
 
     @classmethod
     def blind(cls, read_version: int) -> ReadSet:
@@ -63,6 +66,8 @@ def schema_key(schema: list[list[str]] | None) -> tuple[tuple[str, str], ...] | 
 def conflict_reason(mine: ReadSet, operation: str, winner: Commit) -> str | None:
     """Why ``winner`` (committed after ``mine.read_version``) conflicts with the operation that
     declared ``mine``, or None if it doesn't."""
+    if mine.exclusive:
+        return f"this {operation} rewrites what it read, and it committed since"
     removed = set(winner.removed) & mine.removes
     if removed:
         some = sorted(removed)[0]
@@ -91,7 +96,7 @@ def check_conflicts(dataset: str, mine: ReadSet, operation: str, winners: Iterab
     expired meanwhile (they can't be checked)."""
     winners = [w for w in winners if w.version > mine.read_version]
     blind = not (mine.removes or mine.partitions or mine.whole_table or mine.changes_schema
-                 or mine.positions)
+                 or mine.positions or mine.exclusive)
     if winners and winners[0].version > mine.read_version + 1 and not blind:
         raise CommitConflictError(dataset, winners[0].version, operation=winners[0].kind,
                                   reason=f"the versions after {mine.read_version}, which this {operation} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
 from colonnade.errors import (
+    ColonnadeError,
     CommitConflictError,
     CorruptCheckpointError,
     CorruptChunkError,
@@ -24,7 +26,7 @@ from colonnade.errors import (
 )
 from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
-from colonnade.schema.types import schema_from_json, schema_to_json, type_name
+from colonnade.schema.types import schema_from_json, schema_to_json
 from colonnade.storage.base import ChunkRef, ChunkStore
 from colonnade.table import log
 from colonnade.table.commits import (
@@ -33,6 +35,7 @@ from colonnade.table.commits import (
     Commit,
     RemoveSegments,
     SegmentEntry,
+    SetProperties,
     SetSchema,
     Snapshot,
 )
@@ -52,6 +55,14 @@ from colonnade.table.writer import (
 if TYPE_CHECKING:
     from colonnade.table.compaction import CompactResult
     from colonnade.table.deletion import DeleteResult
+
+#: The base property listing a dataset's samples (see :mod:`colonnade.table.sample`).
+SAMPLES_PROPERTY = "samples"
+
+
+class SampleWarning(UserWarning):
+    """A dataset's commit succeeded but its samples could not be brought up to date."""
+
 
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
@@ -245,6 +256,23 @@ class Dataset:
         return None if found is None else found[1]
 
     def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None) -> CommitResult:
+        """Write a commit record (see :meth:`_commit_record`), then bring the dataset's samples
+        up to date (see :mod:`colonnade.table.sample`). A sample that can't be maintained now
+        (e.g. its store is unavailable) stays at the version it records, which is never used
+        for a newer one: the next commit or query catches it up."""
+        done, listed = self._commit_record(commit, force, reads)
+        if done.version is not None and listed:
+            from colonnade.table.sample import maintain
+
+            try:
+                maintain(self)
+            except (ColonnadeError, OSError) as exc:
+                warnings.warn(f"the samples of {self.name!r} stay at an earlier version: {exc}",
+                              SampleWarning, stacklevel=2)
+        return done
+
+    def _commit_record(self, commit: Commit, force: bool, reads: ReadSet | None
+                       ) -> tuple[CommitResult, bool]:
         """Write a commit record on the next free version, if no commit made since the version
         the operation read (``reads``; default: a blind append of the latest version) conflicts
         with it (CommitConflictError, see :mod:`colonnade.table.conflicts`).
@@ -259,12 +287,14 @@ class Dataset:
         if not self.recorded:
             self._record()
         state = self.snapshot()
+        listed = SAMPLES_PROPERTY in state.properties or any(
+            isinstance(a, SetProperties) and SAMPLES_PROPERTY in a.properties for a in commit.actions)
         reads = reads or ReadSet.blind(state.version)
         if not set(commit.removed) <= reads.removes:
             reads = replace(reads, removes=reads.removes | frozenset(commit.removed))
         operation = commit.kind
         if commit.source is not None and not force and commit.source in state.txns:
-            return _duplicate(commit.source, state.txns[commit.source][1])
+            return _duplicate(commit.source, state.txns[commit.source][1]), False
         if reads.read_version < state.version:  # 1. what was committed since the operation read
             check_conflicts(self.name, reads, operation, self.history(reads.read_version, state.version))
         schema_recorded = state.schema is not None
@@ -281,15 +311,15 @@ class Dataset:
                 fault_point("after_commit")
                 if log.checkpoint_due(version, record):
                     log.write_checkpoint(self.store, self.snapshot(version))
-                return CommitResult(version)
+                return CommitResult(version), listed
             except CommitConflictError:
                 # 3. lost the version: read what won it (and anything since), check it again
                 newer = self.history(after=version - 1)
                 for c in newer:
                     if c.id == commit.id:
-                        return CommitResult(c.version)
+                        return CommitResult(c.version), listed
                     if commit.source is not None and not force and c.source == commit.source:
-                        return _duplicate(commit.source, c.version)
+                        return _duplicate(commit.source, c.version), False
                 check_conflicts(self.name, reads, operation, newer)
                 schema_recorded = schema_recorded or any(c.schema is not None for c in newer)
                 if newer:
@@ -299,7 +329,7 @@ class Dataset:
                 # outcome unknown (e.g. a timeout): the log says whether it happened
                 for c in self.history(after=version - 1):
                     if c.id == commit.id:
-                        return CommitResult(c.version)
+                        return CommitResult(c.version), listed
                 raise
         raise CommitConflictError(self.name, version)
 
@@ -535,38 +565,10 @@ class Dataset:
 
     def describe(self, versions: int | None = 20) -> dict[str, Any]:
         """Size, layout, bytes per column and partition, and the newest ``versions`` commits
-        (all with None; a stream makes tens of thousands: the SQL table ``"name$commits"``
-        lists them all)."""
-        snapshot = self.snapshot()
-        partitions = sorted({s.partition for s in snapshot.segments})
-        stats = self.segment_stats(snapshot)
-        col_bytes: dict[str, int] = dict.fromkeys(self.schema.names, 0)
-        part_bytes: dict[str, int] = {}
-        for seg in snapshot.segments:
-            for c, st in stats.get(seg.segment, {}).items():
-                col_bytes[c] = col_bytes.get(c, 0) + st.nbytes
-                part_bytes[seg.partition] = part_bytes.get(seg.partition, 0) + st.nbytes
-        oldest = max(self.store.oldest_version(self.name), 1) if snapshot.version else 0
-        after = 0 if versions is None else max(0, snapshot.version - versions)
-        return {
-            "name": self.name,
-            "store": self.store.uri,
-            "rows": snapshot.rows,
-            "segments": len(snapshot.segments),
-            "partitions": len(partitions),
-            "bytes": sum(col_bytes.values()),
-            "version": snapshot.version,
-            "partition_by": [str(t) for t in self.spec.partition_by],
-            "sort_by": list(self.spec.sort_by),
-            "segment_rows": self.spec.segment_rows,
-            "columns": [{"name": f.name, "type": type_name(f.type), "bytes": col_bytes.get(f.name, 0)}
-                        for f in self.schema],
-            "partition_bytes": part_bytes,
-            "versions": [{"version": c.version, "kind": c.kind, "at": c.at, "rows_added": c.rows_added,
-                          "segments_added": len(c.added), "segments_removed": len(c.removed),
-                          "source": c.source} for c in self.history(after=after, upto=snapshot.version)],
-            "versions_kept": snapshot.version - oldest + 1 if snapshot.version else 0,
-        }
+        (see :func:`colonnade.table.describe.describe`)."""
+        from colonnade.table.describe import describe
+
+        return describe(self, versions)
 
 
 def _duplicate(source: str, version: int) -> CommitResult:

@@ -1,0 +1,314 @@
+"""Stratified samples as a store offers them, and the queries they answer (``WITH ERROR``).
+
+``Store.create_sample`` builds a sample of a dataset stratified on a query column set (see
+:mod:`colonnade.table.sample` for how it is kept current). A query ending in
+``WITH ERROR e [CONFIDENCE c] [BEHAVIOR 'b']`` runs on the best sample of the dataset it reads,
+at the version it reads: the sample whose column set equals the query's (the columns of its
+WHERE, GROUP BY and HAVING), else one whose set holds the query's, else the one sharing most
+columns with it (ties: the larger sample); with none, or a query a sample cannot answer, it runs
+exactly on the dataset, and ``explain`` says why. :mod:`colonnade.query.estimates` rewrites the
+query into its estimates and error bounds and applies the behavior.
+
+SQL spellings, as SnappyData's: ``CREATE SAMPLE TABLE name ON dataset OPTIONS (qcs 'a,b',
+fraction '0.03' [, strataReservoirSize '50'])`` and ``DROP SAMPLE TABLE [IF EXISTS] name``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from colonnade.errors import (
+    ColonnadeError,
+    DatasetNotFoundError,
+    QueryError,
+    SchemaError,
+)
+from colonnade.table.dataset import Dataset
+from colonnade.table.sample import (
+    SampleState,
+    catch_up,
+    create_sample,
+    drop_sample,
+    sample_names,
+    sample_settings,
+    state_of,
+    txn_id,
+)
+
+if TYPE_CHECKING:
+    from colonnade.query.error_clause import ErrorClause
+    from colonnade.query.estimates import Approximable
+    from colonnade.store import Store
+
+_CREATE = re.compile(r"(?is)^\s*create\s+sample\s+table\s+(?P<name>\w+)(?:\s+on\s+(?P<base>\w+))?"
+                     r"\s+options\s*\((?P<options>.*)\)\s*;?\s*$")
+_DROP = re.compile(r"(?is)^\s*drop\s+sample\s+table\s+(?P<exists>if\s+exists\s+)?(?P<name>\w+)\s*;?\s*$")
+_OPTION = re.compile(r"(?s)\s*(\w+)\s+'((?:[^']|'')*)'\s*(?:,|$)")
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """A sample as listed: its settings, the base version it represents, rows and strata."""
+
+    name: str
+    dataset: str
+    on: tuple[str, ...]
+    fraction: float
+    min_per_stratum: int
+    base_version: int
+    rows: int
+    strata: int
+    version: int
+
+    @classmethod
+    def of(cls, state: SampleState) -> SampleInfo:
+        s = state.settings
+        return cls(state.name, s.base, s.on, s.fraction, s.min_per_stratum, state.base_version,
+                   state.rows, sum(1 for x in state.strata.by_id.values() if x.population > 0),
+                   state.snapshot.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dataset": self.dataset, "on": list(self.on),
+                "fraction": self.fraction, "min_per_stratum": self.min_per_stratum,
+                "base_version": self.base_version, "rows": self.rows, "strata": self.strata,
+                "version": self.version}
+
+
+def default_name(dataset: str, on: Sequence[str]) -> str:
+    words = [re.sub(r"\W", "_", c) for c in on]
+    return f"{dataset}_by_{'_'.join(words)}"[:128]
+
+
+def create(store: Store, dataset: str, on: Sequence[str] | str, fraction: float,
+           name: str | None = None, min_per_stratum: int = 50, seed: int | None = None) -> SampleInfo:
+    from colonnade.store import _check_name
+
+    base = store.dataset(dataset)
+    columns = [c.strip() for c in on.split(",")] if isinstance(on, str) else list(on)
+    schema = base.schema_at(base.snapshot())
+    by_lower = {n.lower(): n for n in schema.names}
+    columns = [by_lower.get(c.lower(), c) for c in columns]
+    name = name or default_name(base.name, columns)
+    _check_name(name)
+    if name in store:
+        raise SchemaError(f"dataset {name!r} already exists: name the sample with --name")
+    return SampleInfo.of(create_sample(base, name, columns, fraction, min_per_stratum, seed))
+
+
+def samples(store: Store, dataset: str | None = None) -> list[SampleInfo]:
+    """The samples of ``dataset`` (of every dataset by default), each as of its latest version."""
+    names = [store.resolve(dataset)] if dataset is not None else store.datasets()
+    out = []
+    for base_name in names:
+        base = store.dataset(base_name)
+        for name in sample_names(base.snapshot()):
+            try:
+                sample = store.dataset(name)
+            except DatasetNotFoundError:
+                continue
+            out.append(SampleInfo.of(state_of(sample, sample.snapshot())))
+    return out
+
+
+def drop(store: Store, name: str, if_exists: bool = False) -> bool:
+    """Drop sample ``name``; False if there was none (with ``if_exists``)."""
+    try:
+        sample = store.dataset(name)
+    except DatasetNotFoundError:
+        if if_exists:
+            return False
+        raise
+    settings = sample_settings(sample.snapshot())
+    if settings is None:
+        raise SchemaError(f"dataset {sample.name!r} is not a sample: drop it with drop_dataset")
+    try:
+        drop_sample(store.dataset(settings.base), sample.name)
+    except DatasetNotFoundError:  # its base is gone, or no longer lists it
+        store.drop_dataset(sample.name)
+    return True
+
+
+# -- SQL ----------------------------------------------------------------------------------------
+def statement(store: Store, query: str) -> pa.Table | None:
+    """Run ``CREATE SAMPLE TABLE`` / ``DROP SAMPLE TABLE``; None for any other statement."""
+    found = _CREATE.match(query)
+    if found:
+        options = _options(found.group("options"))
+        base = found.group("base") or options.pop("basetable", None)
+        if base is None:
+            raise QueryError("CREATE SAMPLE TABLE needs the dataset it samples: ON dataset")
+        if "qcs" not in options or "fraction" not in options:
+            raise QueryError("CREATE SAMPLE TABLE needs OPTIONS (qcs 'columns', fraction 'f')")
+        unknown = sorted(set(options) - {"qcs", "fraction", "stratareservoirsize"})
+        if unknown:
+            raise QueryError(f"unknown sample option {unknown[0]!r}: qcs, fraction, strataReservoirSize")
+        try:
+            fraction = float(options["fraction"])
+            keep = int(options.get("stratareservoirsize", "50"))
+        except ValueError as exc:
+            raise QueryError(f"bad sample option: {exc}") from None
+        info = create(store, base, options["qcs"], fraction, found.group("name"), keep)
+        return pa.table({"sample": [info.name], "rows": [info.rows], "strata": [info.strata]})
+    found = _DROP.match(query)
+    if found:
+        dropped = drop(store, found.group("name"), if_exists=bool(found.group("exists")))
+        return pa.table({"dropped": [found.group("name") if dropped else None]})
+    if re.match(r"(?is)^\s*(create|drop)\s+sample\s+table\b", query):
+        raise QueryError("expected CREATE SAMPLE TABLE name ON dataset OPTIONS (qcs '...', "
+                         "fraction '...') or DROP SAMPLE TABLE [IF EXISTS] name")
+    return None
+
+
+def _options(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        found = _OPTION.match(text, position)
+        if not found:
+            raise QueryError(f"bad sample options near {text[position:position + 30]!r}: "
+                             "expected name 'value', ...")
+        out[found.group(1).lower()] = found.group(2).replace("''", "'")
+        position = found.end()
+    return out
+
+
+@dataclass(frozen=True)
+class Approximate:
+    """How a ``WITH ERROR`` query was answered: the answer, the sample (None: run exactly on the
+    dataset, ``reason`` says why) and the SQL that ran."""
+
+    table: pa.Table
+    sample: SampleInfo | None
+    reason: str
+    sql: str
+
+
+def answer(store: Store, query: str, version: int | None = None,
+           versions: dict[str, int] | None = None) -> Approximate | None:
+    """Answer a query that ends in ``WITH ERROR`` (None for any other query)."""
+    from colonnade.query.error_clause import split_error_clause
+    from colonnade.query.estimates import analyse, apply_behavior, exact_sql, sample_sql
+
+    head, clause = split_error_clause(query)
+    if clause is None:
+        return None
+    found = analyse(head)
+    if isinstance(found, str):
+        return _exact(store, head, version, versions, found)
+    q = found
+    try:
+        base = store.dataset(q.table)
+    except DatasetNotFoundError:
+        return _exact(store, head, version, versions, f"{q.table!r} is not a dataset")
+    pins = {store.resolve(n): v for n, v in (versions or {}).items()}
+    at = pins.get(base.name, version)
+    chosen, reason = choose(store, base, q, at)
+    if chosen is None:
+        return _exact(store, exact_sql(q), version, versions, reason)
+    sample = store.dataset(chosen.name)
+    sq = sample_sql(q, clause, "(" + _live_rows(chosen) + ")", "__aqp_strata")
+    table = _run(store, sample, chosen, sq.sql)
+    result = apply_behavior(table, sq, clause, lambda sql: store.sql(sql, version, versions))
+    return Approximate(result, SampleInfo.of(chosen), reason, sq.sql)
+
+
+def _live_rows(state: SampleState) -> str:
+    return ("SELECT r.* EXCLUDE (__u) FROM __aqp_sample r JOIN __aqp_strata t "
+            "USING (__stratum) WHERE r.__u <= t.__t")
+
+
+def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Table:
+    import duckdb
+
+    from colonnade.query.adapter import ColonnadeArrowDataset
+    from colonnade.store import _one_line
+
+    adapter = ColonnadeArrowDataset(sample, state.snapshot)
+    with store._sessions.cursor() as cursor:
+        con = cursor.con
+        con.register("__aqp_sample", adapter)
+        con.register("__aqp_strata", state.strata_table())
+        try:
+            return con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            if adapter.errors:
+                raise adapter.errors[0] from None
+            raise QueryError(_one_line(exc)) from None
+        finally:
+            con.unregister("__aqp_sample")
+            con.unregister("__aqp_strata")
+
+
+def _exact(store: Store, sql: str, version: int | None, versions: dict[str, int] | None,
+           reason: str) -> Approximate:
+    from colonnade.query.estimates import analyse, exact_sql
+
+    found = analyse(sql)
+    text = exact_sql(found) if not isinstance(found, str) else sql
+    return Approximate(store.sql(text, version, versions), None, reason, text)
+
+
+def choose(store: Store, base: Dataset, q: Approximable, version: int | None
+           ) -> tuple[SampleState | None, str]:
+    """The sample to answer ``q`` at base ``version`` (latest if None), and why; or None and
+    why none."""
+    wanted = {c.lower() for c in q.columns}
+    target = base.snapshot(version)
+    latest = version is None or target.version == base.snapshot().version
+    candidates: list[tuple[tuple[int, int, int], SampleState]] = []
+    why: list[str] = []
+    for name in sample_names(target if not latest else base.snapshot()):
+        try:
+            sample = store.dataset(name)
+            state = state_of(sample, sample.snapshot())
+            if state.base_version < target.version and latest:
+                state = catch_up(base, sample)  # a commit whose maintenance failed
+            found = state if state.base_version == target.version else \
+                _at_base_version(sample, state, target.version)
+        except ColonnadeError as exc:
+            why.append(f"sample {name} can't be read: {exc}")
+            continue
+        if found is None:
+            why.append(f"sample {name} has no version for version {target.version} of {base.name}")
+            continue
+        state = found
+        on = {c.lower() for c in state.settings.on}
+        rank = 2 if on == wanted else 1 if on >= wanted else 0
+        overlap = len(on & wanted)
+        if rank == 0 and overlap == 0 and wanted:
+            why.append(f"sample {name} shares no column with the query's {sorted(wanted)}")
+            continue
+        candidates.append(((rank, overlap, state.rows), state))
+    if not candidates:
+        return None, "; ".join(why) or f"{base.name} has no sample"
+    (rank, _, _), best = max(candidates, key=lambda c: c[0])
+    how = ("its columns are the query's" if rank == 2 else "its columns hold the query's"
+           if rank == 1 else "it shares most columns with the query")
+    return best, f"sample {best.name}: {how}"
+
+
+def _at_base_version(sample: Dataset, state: SampleState, base_version: int) -> SampleState | None:
+    """The sample as of its version that represents ``base_version``, if it has one."""
+    marker = txn_id(state.settings.base)
+    for commit in reversed(sample.history()):
+        for t in commit.txns:
+            if t.app_id == marker and t.version == base_version:
+                return state_of(sample, sample.snapshot(commit.version))
+            if t.app_id == marker and t.version < base_version:
+                return None
+    return None
+
+
+def explain_text(found: Approximate, clause: ErrorClause | None = None) -> str:
+    if found.sample is None:
+        return f"answered exactly ({found.reason}), as: {found.sql}"
+    s = found.sample
+    return (f"answered from sample {s.name} of {s.dataset} (fraction {s.fraction}, on "
+            f"{', '.join(s.on)}, {s.rows} rows, base version {s.base_version}; {found.reason}), "
+            f"as: {found.sql}")

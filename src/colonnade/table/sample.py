@@ -1,0 +1,394 @@
+"""Stratified samples of a dataset, kept current with it: built once, then maintained by every
+commit of the base dataset (appends, stream micro-batches, deletes, compactions).
+
+A sample is a dataset of its own: the base's columns plus ``__stratum`` (the row's stratum id)
+and ``__u`` (its key; see :mod:`colonnade.table.strata` for which rows a stratum keeps). Its
+commits record, atomically with the rows they add or remove:
+
+* the property ``sample``: its settings (base dataset, query column set, fraction, minimum rows
+  per stratum, seed);
+* one property ``stratum:<id>`` per stratum whose state changed (key values, base rows, live
+  sample rows, threshold);
+* the transaction marker ``sample-of:<base>`` whose version is the base version the sample
+  represents. A sample is never used for another base version than the one it records.
+
+The base dataset lists its samples in its property ``samples``. After each of its commits,
+:func:`maintain` brings every listed sample up to the new version, from the commits made since
+the version the sample records (so a writer that crashed between its commit and the sample's,
+or one that did not maintain samples, is caught up by the next one): rows of appended segments
+are keyed and admitted; a delete's predicate removes the sample's rows and its segments'
+rows are subtracted from the populations; a compaction rewrites the sample without the rows
+that left it; any other change of rows or of the schema rebuilds the sample. A maintenance
+commit conflicts with any sample commit made since it read the sample: it is then re-done.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from colonnade.config import WriteSettings
+from colonnade.errors import (
+    CommitConflictError,
+    DatasetExistsError,
+    DatasetNotFoundError,
+    SchemaError,
+    VersionNotFoundError,
+)
+from colonnade.schema.spec import DatasetSpec
+from colonnade.table.commits import (
+    SAMPLE_PREFIX,
+    AddSegments,
+    Commit,
+    RemoveSegments,
+    SetProperties,
+    Snapshot,
+    Txn,
+)
+from colonnade.table.conflicts import ReadSet
+from colonnade.table.dataset import SAMPLES_PROPERTY, Dataset
+from colonnade.table.scan import Scan
+from colonnade.table.strata import Keys, Strata, Stratum
+from colonnade.table.writer import SegmentWriter
+
+SAMPLE_PROPERTY = "sample"
+STRATUM_COLUMN = "__stratum"
+KEY_COLUMN = "__u"
+#: Maintenance attempts when other processes keep committing to the sample meanwhile.
+ATTEMPTS = 20
+
+
+
+@dataclass(frozen=True)
+class SampleSettings:
+    base: str
+    on: tuple[str, ...]
+    fraction: float
+    min_per_stratum: int = 50
+    seed: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps({"base": self.base, "on": list(self.on), "fraction": self.fraction,
+                           "min_per_stratum": self.min_per_stratum, "seed": self.seed})
+
+    @classmethod
+    def from_json(cls, text: str) -> SampleSettings:
+        v = json.loads(text)
+        return cls(v["base"], tuple(v["on"]), float(v["fraction"]), int(v["min_per_stratum"]),
+                   int(v["seed"]))
+
+
+@dataclass(frozen=True)
+class SampleState:
+    """A sample as of one of its versions: its settings, the base version it represents, its
+    snapshot and its strata."""
+
+    name: str
+    settings: SampleSettings
+    base_version: int
+    snapshot: Snapshot
+    strata: Strata
+
+    @property
+    def rows(self) -> int:
+        return sum(s.kept for s in self.strata.by_id.values())
+
+    def strata_table(self) -> pa.Table:
+        return self.strata.table()
+
+
+def txn_id(base: str) -> str:
+    return f"{SAMPLE_PREFIX}{base}"
+
+
+def sample_settings(snapshot: Snapshot) -> SampleSettings | None:
+    text = snapshot.properties.get(SAMPLE_PROPERTY)
+    return None if text is None else SampleSettings.from_json(text)
+
+
+def sample_names(base: Snapshot) -> list[str]:
+    return list(json.loads(base.properties.get(SAMPLES_PROPERTY) or "[]"))
+
+
+def state_of(sample: Dataset, snapshot: Snapshot) -> SampleState:
+    settings = sample_settings(snapshot)
+    if settings is None:
+        raise SchemaError(f"dataset {sample.name!r} is not a sample")
+    marker = snapshot.txns.get(txn_id(settings.base))
+    base_version = -1 if marker is None else marker[0]
+    strata = Strata.from_properties(snapshot.properties, settings.fraction, settings.min_per_stratum)
+    return SampleState(sample.name, settings, base_version, snapshot, strata)
+
+
+# -- creating and dropping ----------------------------------------------------------------------
+def create_sample(base: Dataset, name: str, on: Sequence[str], fraction: float,
+                  min_per_stratum: int = 50, seed: int | None = None) -> SampleState:
+    """Build sample ``name`` of ``base`` from its latest version and list it on the base; the
+    sample dataset is recorded by its first commit (a failed build leaves nothing)."""
+    snapshot = base.snapshot()
+    schema = base.schema_at(snapshot)
+    on = tuple(on)
+    missing = [c for c in on if c not in schema.names]
+    if not on or missing:
+        raise SchemaError(f"a sample of {base.name!r} needs columns of it to stratify on"
+                          + (f": it has no column {', '.join(map(repr, missing))}" if missing else ""))
+    if not 0.0 < fraction < 1.0:
+        raise SchemaError(f"a sample's fraction must be between 0 and 1 (exclusive), got {fraction}")
+    if min_per_stratum < 2:
+        raise SchemaError(f"a sample keeps at least 2 rows per stratum, not {min_per_stratum}")
+    if name in sample_names(snapshot):
+        raise DatasetExistsError(name)
+    settings = SampleSettings(base.name, on, float(fraction), int(min_per_stratum),
+                              int(np.random.default_rng(seed).integers(0, 2**62)))
+    spec = DatasetSpec.create(name, sample_schema(schema), segment_rows=base.spec.segment_rows,
+                              compression=base.spec.compression)
+    sample = Dataset(base.store, spec, recorded=False)
+    try:
+        base.store.get_dataset(name)
+        raise DatasetExistsError(name)
+    except DatasetNotFoundError:
+        pass
+    _rebuild(base, sample, settings, snapshot, None)
+    _list_sample(base, name, add=True)
+    return state_of(sample, sample.snapshot())
+
+
+def drop_sample(base: Dataset, name: str) -> None:
+    """Unlist sample ``name`` from ``base`` and drop its dataset."""
+    if name not in sample_names(base.snapshot()):
+        raise DatasetNotFoundError(name)
+    _list_sample(base, name, add=False)
+    try:
+        base.store.drop_dataset(name)
+    except DatasetNotFoundError:
+        pass
+
+
+def _list_sample(base: Dataset, name: str, add: bool) -> None:
+    for _ in range(ATTEMPTS):
+        snapshot = base.snapshot()
+        names = [n for n in sample_names(snapshot) if n != name] + ([name] if add else [])
+        value = json.dumps(names)
+        commit = Commit.new("set_properties", info={SAMPLES_PROPERTY: names})
+        try:
+            base.commit(commit.with_actions(SetProperties({SAMPLES_PROPERTY: value})),
+                        reads=replace(ReadSet.blind(snapshot.version), exclusive=True))
+            return
+        except CommitConflictError:
+            continue
+    raise CommitConflictError(base.name, base.version, reason="its samples kept changing")
+
+
+def sample_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([*schema, pa.field(STRATUM_COLUMN, pa.int64(), nullable=False),
+                      pa.field(KEY_COLUMN, pa.float64(), nullable=False)])
+
+
+# -- maintenance --------------------------------------------------------------------------------
+def maintain(base: Dataset, names: Iterable[str] | None = None) -> None:
+    """Bring the samples of ``base`` (all it lists, or ``names``) up to its latest version."""
+    for name in names if names is not None else sample_names(base.snapshot()):
+        try:
+            sample = Dataset(base.store, DatasetSpec.from_json(base.store.get_dataset(name)))
+        except DatasetNotFoundError:
+            continue  # dropped meanwhile
+        catch_up(base, sample)
+
+
+def catch_up(base: Dataset, sample: Dataset) -> SampleState:
+    """Bring ``sample`` to the latest version of ``base`` (see the module docstring)."""
+    for _ in range(ATTEMPTS):
+        target = base.snapshot()
+        current = sample.snapshot()
+        state = state_of(sample, current)
+        if state.base_version >= target.version:
+            return state
+        try:
+            commits = base.history(state.base_version, target.version)
+        except VersionNotFoundError:
+            commits = []
+        try:
+            if len(commits) != target.version - state.base_version or any(
+                    _needs_rebuild(c, base, state) for c in commits):
+                _rebuild(base, sample, state.settings, target, current)
+            else:
+                _apply(base, sample, state, commits, target)
+        except CommitConflictError:
+            continue  # another process maintained it meanwhile: look again
+        except VersionNotFoundError:  # a version it needed was expired meanwhile
+            try:
+                _rebuild(base, sample, state.settings, target, current)
+            except CommitConflictError:
+                continue
+    return state_of(sample, sample.snapshot())
+
+
+def _needs_rebuild(commit: Commit, base: Dataset, state: SampleState) -> bool:
+    if commit.schema is not None:
+        return True
+    if commit.kind in ("compact", "set_properties", "delete") or not commit.removed:
+        return False
+    return True  # an overwrite, or an unknown operation that removed rows
+
+
+def _sample_rows(batch: pa.RecordBatch, ids: np.ndarray, positions: np.ndarray, keys: np.ndarray,
+                 columns: Sequence[str]) -> pa.Table:
+    picked = pa.Table.from_batches([batch]).select(list(columns)).take(pa.array(positions))
+    return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
+        .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
+
+
+def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: SampleState,
+                columns: Sequence[str]) -> Iterator[pa.Table]:
+    """Admit the rows ``commit`` added (their keys drawn from a generator seeded by the
+    sample's seed and the commit's version); yield the sample rows they give."""
+    segments = commit.added
+    if not segments:
+        return
+    rng = np.random.default_rng([state.settings.seed, commit.version])
+    scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=segments))
+    for batch in scan.to_batches():
+        ids = state.strata.ids(batch, state.settings.on)
+        positions, keys = state.strata.admit(ids, Keys.drawn(batch.num_rows, rng))
+        if len(positions):
+            yield _sample_rows(batch, ids, positions, keys, columns)
+
+
+def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Commit],
+           target: Snapshot) -> None:
+    """One sample commit for base ``commits`` (appends, deletes, compactions) up to ``target``."""
+    from colonnade.table.predicate import Predicate
+
+    columns = [f.name for f in base.schema_at(target)]
+    pending: list[pa.Table] = []  # sample rows added by this catch-up
+    rewrite: dict[str, pa.Table] = {}  # stored sample segments rewritten: their remaining rows
+    compacting = False
+    sample_schema_ = sample.schema_at(state.snapshot)
+    for commit in commits:
+        if commit.kind == "compact":
+            compacting = True
+        elif commit.kind == "delete":
+            before = base.snapshot(commit.version - 1)
+            gone = {s.segment: s for s in before.segments if s.segment in set(commit.removed)}
+            for segs, sign in ((tuple(gone.values()), 1), (commit.added, -1)):
+                for batch in Scan(base, tuple(state.settings.on),
+                                  snapshot=replace(before, segments=segs)).to_batches():
+                    ids = state.strata.ids(batch, state.settings.on)
+                    if sign > 0:
+                        state.strata.remove(ids)
+                    else:
+                        state.strata.restore(ids)
+            where = str(commit.info.get("where", "false"))
+            with Predicate(sample.name, where, sample_schema_) as predicate:
+                pending = [_without_matches(t, predicate, state) for t in pending]
+                for entry, table in _stored(sample, state.snapshot, rewrite):
+                    kept = _without_matches(table, predicate, state)
+                    if kept.num_rows != table.num_rows:
+                        rewrite[entry] = kept
+        else:
+            pending.extend(_added_rows(base, target, commit, state, columns))
+    if compacting:  # rewrite the whole sample without the rows that left it
+        for entry, table in _stored(sample, state.snapshot, rewrite):
+            rewrite[entry] = table
+        pending = [*rewrite.values(), *pending]
+        pending = [_live(t, state.strata) for t in pending]
+        removed = tuple(rewrite)
+    else:
+        removed = tuple(rewrite)
+        pending = [*rewrite.values(), *pending]
+    _commit(sample, state.settings, state.snapshot, state.strata, target.version, pending, removed)
+
+
+def _stored(sample: Dataset, snapshot: Snapshot, rewritten: dict[str, pa.Table]
+            ) -> Iterator[tuple[str, pa.Table]]:
+    """Each stored sample segment's rows (as rewritten so far, if it was)."""
+    todo = [s for s in snapshot.segments if s.segment not in rewritten]
+    for segment, batch in zip(todo, Scan(sample, snapshot=replace(snapshot, segments=tuple(todo)))
+                              .to_batches(), strict=True):
+        yield segment.segment, pa.Table.from_batches([batch])
+    yield from list(rewritten.items())
+
+
+def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.Table:
+    """``table`` (sample rows) without those the delete predicate matches; the live ones among
+    them leave their strata's counts."""
+    if table.num_rows == 0:
+        return table
+    matched = predicate.matches(table)
+    if not matched.any():
+        return table
+    ids = table.column(STRATUM_COLUMN).to_numpy()[matched]
+    keys = table.column(KEY_COLUMN).to_numpy()[matched]
+    thresholds = np.array([state.strata.by_id[h].threshold for h in ids.tolist()])
+    live = keys <= thresholds
+    state.strata.unkeep(ids[live], keys[live])
+    return table.filter(pa.array(~matched))
+
+
+def _live(table: pa.Table, strata: Strata) -> pa.Table:
+    if table.num_rows == 0:
+        return table
+    ids = table.column(STRATUM_COLUMN).to_numpy()
+    thresholds = np.array([strata.by_id[h].threshold for h in ids.tolist()])
+    return table.filter(pa.array(table.column(KEY_COLUMN).to_numpy() <= thresholds))
+
+
+def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: Snapshot,
+             current: Snapshot | None) -> None:
+    """Sample ``target`` afresh (new keys), replacing every row and stratum of ``current``."""
+    old = Strata.from_properties(current.properties, settings.fraction, settings.min_per_stratum) \
+        if current is not None else Strata(settings.fraction, settings.min_per_stratum)
+    strata = Strata(settings.fraction, settings.min_per_stratum,
+                    [Stratum(s.id, s.values) for s in old.by_id.values()])
+    strata.changed.update(strata.by_id)
+    columns = [f.name for f in base.schema_at(target)]
+    state = SampleState(sample.name, settings, target.version, target, strata)
+    every = Commit.new("rebuild", added=target.segments)
+    every = every.at_version(target.version)
+    rows = list(_added_rows(base, target, every, state, columns))
+    rows = [_live(t, strata) for t in rows]
+    schema = sample_schema(base.schema_at(target))
+    if current is not None and schema != sample.schema_at(current):
+        sample.spec = sample.spec.with_schema(schema)
+    removed = tuple(s.segment for s in current.segments) if current is not None else ()
+    _commit(sample, settings, current, strata, target.version, rows, removed,
+            schema=schema if current is None or schema != sample.schema_at(current) else None)
+
+
+def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,
+            base_version: int, rows: list[pa.Table], removed: tuple[str, ...],
+            schema: pa.Schema | None = None) -> None:
+    from colonnade.schema.types import schema_to_json
+
+    commit = Commit.new("sample", info={"base_version": base_version},
+                        schema=schema_to_json(schema) if schema is not None else None)
+    spec = sample.spec if schema is None else sample.spec.with_schema(schema)
+    settings_ = WriteSettings.from_env(segment_rows=spec.segment_rows, compression=spec.compression)
+    writer = SegmentWriter(sample.store, spec, commit.id, settings_)
+    try:
+        for table in rows:
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    writer.write(batch)
+        entries = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    properties = strata.changed_properties()
+    if read is None or SAMPLE_PROPERTY not in read.properties:
+        properties[SAMPLE_PROPERTY] = settings.to_json()
+    actions: list[Any] = [Txn(txn_id(settings.base), base_version), SetProperties(properties)]
+    if removed:
+        actions.append(RemoveSegments(removed))
+    if entries:
+        actions.append(AddSegments(tuple(entries)))
+    reads = replace(ReadSet.blind(0 if read is None else read.version), exclusive=True,
+                    removes=frozenset(removed))
+    sample.commit(commit.with_actions(*actions), reads=reads)
+    if schema is not None:
+        sample._schema_committed(spec)

@@ -1,0 +1,73 @@
+"""The sample's keep rule: appended in any batches, a stratum keeps exactly the rows the batch
+definition (key ≤ max(F, K-th smallest key)) keeps, and its state survives a round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from colonnade.table.strata import Keys, Strata, Stratum
+
+
+def _kept_by_definition(keys: np.ndarray, k: int, f: float) -> np.ndarray:
+    if len(keys) <= k:
+        return np.ones(len(keys), dtype=bool)
+    return keys <= max(f, float(np.sort(keys)[k - 1]))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_batches_keep_what_the_definition_keeps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    k, f = int(rng.choice([1, 5, 50])), float(rng.choice([0.01, 0.1, 0.5]))
+    n = int(rng.integers(0, 3000))
+    ids = rng.integers(0, 6, n)
+    keys = rng.random(n)
+    strata = Strata(f, k, [Stratum(i, (f"s{i}",)) for i in range(6)])
+    cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 8))))
+    admitted = np.zeros(n, dtype=bool)
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+        positions, found = strata.admit(ids[a:b], Keys.given(keys[a:b]))
+        assert (found == keys[a:b][positions]).all()
+        admitted[a + positions] = True
+    for h in range(6):
+        mine = ids == h
+        expected = _kept_by_definition(keys[mine], k, f)
+        threshold = strata.by_id[h].threshold
+        live = admitted[mine] & (keys[mine] <= threshold)  # evicted rows drop out logically
+        assert (live == expected).all()
+        assert strata.by_id[h].population == mine.sum()
+        assert strata.by_id[h].kept == expected.sum()
+
+
+def test_ids_group_rows_by_their_key_columns_nulls_included() -> None:
+    strata = Strata(0.1, 5)
+    batch = pa.table({"a": ["x", "y", None, "x", None], "b": [1, 1, 2, 1, 2], "c": [9, 8, 7, 6, 5]})
+    ids = strata.ids(batch, ["a", "b"])
+    assert ids[0] == ids[3] and ids[2] == ids[4] and len(set(ids.tolist())) == 3
+    assert {s.values for s in strata.by_id.values()} == {("x", 1), ("y", 1), (None, 2)}
+    again = strata.ids(pa.table({"a": ["y"], "b": [1]}), ["a", "b"])
+    assert again.tolist() == [ids[1]]
+
+
+def test_state_round_trips_through_properties() -> None:
+    strata = Strata(0.05, 3)
+    strata.admit(strata.ids(pa.table({"a": ["p"] * 10 + ["q"] * 2}), ["a"]),
+                 Keys.given(np.linspace(0.9, 0.0, 12)))
+    again = Strata.from_properties(strata.changed_properties(), 0.05, 3)
+    assert {s.id: s for s in again.by_id.values()} == strata.by_id
+
+
+@pytest.mark.parametrize("fraction", [0.01, 0.2])
+def test_drawn_keys_are_uniform_and_admit_a_fraction(fraction: float) -> None:
+    rng = np.random.default_rng(5)
+    strata = Strata(fraction, 50, [Stratum(0, ("big",)), Stratum(1, ("small",))])
+    ids = np.zeros(400_000, dtype=np.int64)
+    ids[::1000] = 1  # 400 rows
+    positions, keys = strata.admit(ids, Keys.drawn(len(ids), rng))
+    big = ids[positions] == 0
+    expected = fraction * 399_600
+    assert abs(big.sum() - expected) < 5 * np.sqrt(expected)  # a Bernoulli(F) sample
+    assert (keys[big] <= fraction).all() and abs(keys[big].mean() - fraction / 2) < 0.02 * fraction
+    assert strata.by_id[1].kept == (ids[positions] == 1).sum() >= 50
+    assert strata.by_id[0].population == 399_600 and strata.by_id[1].population == 400
