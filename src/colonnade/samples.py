@@ -69,7 +69,7 @@ class SampleInfo:
     def of(cls, state: SampleState) -> SampleInfo:
         s = state.settings
         return cls(state.name, s.base, s.on, s.fraction, s.min_per_stratum, state.base_version,
-                   state.rows, sum(1 for x in state.strata.by_id.values() if x.population > 0),
+                   state.rows, int((state.strata.population > 0).sum()),
                    state.snapshot.version)
 
     def to_dict(self) -> dict[str, Any]:

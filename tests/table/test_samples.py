@@ -105,7 +105,7 @@ def test_a_failed_maintenance_leaves_the_sample_behind_until_caught_up(
     def fail(*args: object, **kwargs: object) -> None:
         raise OSError("store unavailable")
 
-    monkeypatch.setattr("colonnade.table.sample.catch_up", fail)
+    monkeypatch.setattr("colonnade.table.sample._commit", fail)
     with pytest.warns(SampleWarning, match="stay at an earlier version: store unavailable"):
         ds.append(_rows(1_000, 2))
     monkeypatch.undo()
@@ -136,3 +136,23 @@ def test_a_crash_between_the_two_commits_is_caught_up(store: Store, tmp_path: Pa
 
     catch_up(base, s)
     _check(store)
+
+
+def test_an_append_racing_another_catches_the_sample_up_from_the_log(store: Store) -> None:
+    """An append samples its rows as it writes them; when another commit lands between the
+    version it read and its own, what it sampled is dropped and the sample catches up from the
+    log (both appends' rows, once each)."""
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
+    other = store.dataset("imps")
+    raced = []
+
+    def race(batch: pa.RecordBatch) -> None:
+        if not raced:
+            raced.append(other.append(_rows(2_000, 2)).version)
+
+    result = ds.append(_rows(3_000, 3), on_batch=race)
+    assert raced and result.version == raced[0] + 1
+    _check(store)
+    assert store.dataset("imps").snapshot().rows == 10_000

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.config import WriteSettings
-from colonnade.encoding.chunk import ChunkFormatError, ChunkStats, decode_chunk
+from colonnade.encoding.chunk import ChunkStats
 from colonnade.errors import (
     ColonnadeError,
     CommitConflictError,
@@ -27,7 +27,7 @@ from colonnade.errors import (
 from colonnade.faults import fault_point
 from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.types import schema_from_json, schema_to_json
-from colonnade.storage.base import ChunkRef, ChunkStore
+from colonnade.storage.base import ChunkStore
 from colonnade.table import log
 from colonnade.table.commits import (
     POSITION_PREFIX,
@@ -55,6 +55,7 @@ from colonnade.table.writer import (
 if TYPE_CHECKING:
     from colonnade.table.compaction import CompactResult
     from colonnade.table.deletion import DeleteResult
+    from colonnade.table.sample import Admission
 
 #: The base property listing a dataset's samples (see :mod:`colonnade.table.sample`).
 SAMPLES_PROPERTY = "samples"
@@ -109,6 +110,8 @@ class Dataset:
         self._latest: Snapshot | None = None  # the newest state read, extended on demand
         self._schemas: dict[int, tuple[list[list[str]], pa.Schema]] = {}  # decoded recorded schemas
         self.recorded_here = False  # this object's first commit recorded the dataset
+        #: its samples as maintained by this object: name -> (stored spec, Dataset)
+        self.sample_datasets: dict[str, tuple[Any, Dataset]] = {}
 
     @property
     def name(self) -> str:
@@ -255,17 +258,19 @@ class Dataset:
         found = self.snapshot().txns.get(source)
         return None if found is None else found[1]
 
-    def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None) -> CommitResult:
+    def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None,
+               admitted: Admission | None = None) -> CommitResult:
         """Write a commit record (see :meth:`_commit_record`), then bring the dataset's samples
-        up to date (see :mod:`colonnade.table.sample`). A sample that can't be maintained now
-        (e.g. its store is unavailable) stays at the version it records, which is never used
-        for a newer one: the next commit or query catches it up."""
+        up to date (see :mod:`colonnade.table.sample`; ``admitted``: the sample rows an append
+        admitted as it wrote). A sample that can't be maintained now (e.g. its store is
+        unavailable) stays at the version it records, which is never used for a newer one: the
+        next commit or query catches it up."""
         done, listed = self._commit_record(commit, force, reads)
         if done.version is not None and listed:
             from colonnade.table.sample import maintain
 
             try:
-                maintain(self)
+                maintain(self, admitted, done.version)
             except (ColonnadeError, OSError) as exc:
                 warnings.warn(f"the samples of {self.name!r} stay at an earlier version: {exc}",
                               SampleWarning, stacklevel=2)
@@ -390,13 +395,21 @@ class Dataset:
         commit = Commit.new(kind, source=source, info=info, positions=positions,
                             schema=schema_to_json(merged) if merged is not None else None)
         writer = SegmentWriter(self.store, spec, commit.id, settings)
-        entries = write_all(writer, _chain(first, batches), lambda b: conform(
-            self.name, b, spec.schema, allow_missing=schema_mode == "merge"), on_batch)
+        admission = self._admission(read, commit.id) if merged is None else None
+
+        def conformed(batch: pa.RecordBatch) -> pa.RecordBatch:
+            batch = conform(self.name, batch, spec.schema, allow_missing=schema_mode == "merge")
+            if admission is not None:
+                admission.add(batch)
+            return batch
+
+        entries = write_all(writer, _chain(first, batches), conformed, on_batch)
         reads = self.reads(read, changes_schema=merged is not None)
         if positions:
             reads = replace(reads, positions=frozenset(positions),
                             read_version=read.version if read_version is None else read_version)
-        result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads)
+        result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads,
+                                      admitted=admission)
         if merged is not None and result.version is not None:
             self._schema_committed(spec)
         return result
@@ -410,9 +423,17 @@ class Dataset:
         except StoreError:
             pass
 
+    def _admission(self, read: Snapshot, commit_id: str) -> Admission | None:
+        """Sampling of an append's rows as it writes them, when the dataset has samples."""
+        if SAMPLES_PROPERTY not in read.properties:
+            return None
+        from colonnade.table.sample import Admission
+
+        return Admission(self, read, commit_id)
+
     def _commit_entries(self, commit: Commit, entries: list[SegmentEntry], nbytes: int,
                         removed: Iterable[str] = (), force: bool = False,
-                        reads: ReadSet | None = None) -> AppendResult:
+                        reads: ReadSet | None = None, admitted: Admission | None = None) -> AppendResult:
         rows = sum(e.rows for e in entries)
         removed = tuple(removed)
         if not entries and not removed and commit.schema is None and not commit.positions:
@@ -422,7 +443,7 @@ class Dataset:
             actions.append(RemoveSegments(removed))
         if entries:
             actions.append(AddSegments(tuple(entries)))
-        done = self.commit(commit.with_actions(*actions), force=force, reads=reads)
+        done = self.commit(commit.with_actions(*actions), force=force, reads=reads, admitted=admitted)
         if done.version is None:
             return AppendResult(None, 0, 0, 0, skipped=True, reason=done.reason)
         return AppendResult(done.version, rows, len(entries), nbytes,
@@ -508,34 +529,9 @@ class Dataset:
     # -- maintenance
     def verify(self, version: int | None = None) -> tuple[int, list[CorruptChunkError]]:
         """Check every chunk of every live segment; returns (chunks checked, problems)."""
-        snapshot = self.snapshot(version)
-        problems: list[CorruptChunkError] = []
-        checked = 0
-        partitions = sorted({s.partition for s in snapshot.segments})
-        rows = {r.segment: r for r in self.store.get_segments(self.name, partitions)} if partitions else {}
-        for seg in snapshot.segments:
-            row = rows.get(seg.segment)
-            if row is None:
-                problems.append(CorruptChunkError(self.name, "*", seg.segment, "segment index row is missing"))
-                continue
-            stats = segment_stats_from_json(row.stats)
-            refs = [ChunkRef(seg.partition, c, seg.segment, seg.bucket) for c in stats]
-            seen = set()
-            for ref, data in self.store.get_chunks(self.name, refs):
-                seen.add(ref.column)
-                checked += 1
-                try:
-                    if not data:
-                        raise ChunkFormatError("chunk is missing from the store")
-                    array = decode_chunk(data)
-                    if len(array) != stats[ref.column].rows:
-                        raise ChunkFormatError(f"{len(array)} rows, the index says {stats[ref.column].rows}")
-                except ChunkFormatError as exc:
-                    problems.append(CorruptChunkError(self.name, ref.column, ref.segment, str(exc)))
-            for c in stats:
-                if c not in seen:
-                    problems.append(CorruptChunkError(self.name, c, seg.segment, "chunk is missing from the store"))
-        return checked, problems
+        from colonnade.table.verify import verify_chunks
+
+        return verify_chunks(self, version)
 
     def verify_checkpoints(self) -> tuple[int, list[CorruptCheckpointError]]:
         """Decode every checkpoint (checksums); returns (checkpoints checked, damaged ones).

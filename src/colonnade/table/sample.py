@@ -25,7 +25,9 @@ commit conflicts with any sample commit made since it read the sample: it is the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+import weakref
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,6 +61,11 @@ from colonnade.table.writer import SegmentWriter
 SAMPLE_PROPERTY = "sample"
 STRATUM_COLUMN = "__stratum"
 KEY_COLUMN = "__u"
+#: The strata each sample object committed last, by the version its commit made (see
+#: :func:`state_of`).
+_COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
+#: Rows admitted at a time (the strata above the floor are sorted once per admission).
+ADMIT_ROWS = 1 << 19
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
 ATTEMPTS = 20
 
@@ -96,7 +103,7 @@ class SampleState:
 
     @property
     def rows(self) -> int:
-        return sum(s.kept for s in self.strata.by_id.values())
+        return int(self.strata.kept.sum())
 
     def strata_table(self) -> pa.Table:
         return self.strata.table()
@@ -115,13 +122,25 @@ def sample_names(base: Snapshot) -> list[str]:
     return list(json.loads(base.properties.get(SAMPLES_PROPERTY) or "[]"))
 
 
-def state_of(sample: Dataset, snapshot: Snapshot) -> SampleState:
+def state_of(sample: Dataset, snapshot: Snapshot, take: bool = False) -> SampleState:
+    """The sample as of ``snapshot``. With ``take``, the caller may change its strata: the
+    strata this process committed last are taken over instead of read again (a writer that
+    maintains a sample on every commit reads its strata once), and given back by its commit."""
     settings = sample_settings(snapshot)
     if settings is None:
         raise SchemaError(f"dataset {sample.name!r} is not a sample")
     marker = snapshot.txns.get(txn_id(settings.base))
     base_version = -1 if marker is None else marker[0]
-    strata = Strata.from_properties(snapshot.properties, settings.fraction, settings.min_per_stratum)
+    kept = _COMMITTED.pop(sample, None) if take else None
+    if kept is not None and kept[0] == snapshot.version:
+        return SampleState(sample.name, settings, base_version, snapshot, kept[1])
+
+    def live_keys() -> tuple[np.ndarray, np.ndarray]:
+        table = Scan(sample, (STRATUM_COLUMN, KEY_COLUMN), snapshot=snapshot).to_arrow()
+        return (table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
+
+    strata = Strata.from_properties(snapshot.properties, settings.fraction,
+                                    settings.min_per_stratum, live_keys)
     return SampleState(sample.name, settings, base_version, snapshot, strata)
 
 
@@ -190,14 +209,80 @@ def sample_schema(schema: pa.Schema) -> pa.Schema:
 
 
 # -- maintenance --------------------------------------------------------------------------------
-def maintain(base: Dataset, names: Iterable[str] | None = None) -> None:
-    """Bring the samples of ``base`` (all it lists, or ``names``) up to its latest version."""
-    for name in names if names is not None else sample_names(base.snapshot()):
-        try:
-            sample = Dataset(base.store, DatasetSpec.from_json(base.store.get_dataset(name)))
-        except DatasetNotFoundError:
-            continue  # dropped meanwhile
-        catch_up(base, sample)
+def _sample_dataset(base: Dataset, name: str) -> Dataset | None:
+    """Sample ``name`` of ``base``, one object per sample (its snapshot is extended by new
+    commits, not read again); None if it was dropped."""
+    try:
+        spec = base.store.get_dataset(name)
+    except DatasetNotFoundError:
+        return None
+    kept = base.sample_datasets.get(name)
+    if kept is None or kept[0] != spec:
+        kept = base.sample_datasets[name] = (spec, Dataset(base.store, DatasetSpec.from_json(spec)))
+    return kept[1]
+
+
+def maintain(base: Dataset, admitted: Admission | None = None, version: int | None = None) -> None:
+    """Bring the samples of ``base`` up to its latest version: first from the rows an append
+    admitted as it wrote them (``admitted``, for its commit ``version``), then, for any sample
+    still behind, from the commits since the version it records."""
+    if admitted is not None and version is not None:
+        admitted.commit(version)
+    for name in sample_names(base.snapshot()):
+        sample = _sample_dataset(base, name)
+        if sample is not None:
+            catch_up(base, sample)
+
+
+class Admission:
+    """The sample rows of an append, admitted while it writes its rows (so they are not read
+    back after its commit). Used only if the append's commit is the version right after the
+    one it read and no one committed to the sample meanwhile; otherwise the sample catches up
+    from the log, and what was admitted here is dropped."""
+
+    def __init__(self, base: Dataset, read: Snapshot, commit_id: str) -> None:
+        self.read_version = read.version
+        self.parts: list[tuple[Dataset, SampleState, np.random.Generator, list[pa.Table]]] = []
+        self._held: list[pa.RecordBatch] = []
+        self._columns = [f.name for f in base.schema_at(read)]
+        for name in sample_names(read):
+            sample = _sample_dataset(base, name)
+            if sample is None:
+                continue
+            state = state_of(sample, sample.snapshot(), take=True)
+            if state.base_version != read.version:
+                continue  # behind: it catches up from the log after the commit
+            rng = np.random.default_rng([state.settings.seed, zlib.crc32(commit_id.encode())])
+            self.parts.append((sample, state, rng, []))
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._held.append(batch)
+        if sum(b.num_rows for b in self._held) >= ADMIT_ROWS:
+            self._admit()
+
+    def _admit(self) -> None:
+        if not self._held:
+            return
+        table = pa.Table.from_batches(self._held)
+        self._held = []
+        for _, state, rng, rows in self.parts:
+            ids = state.strata.ids(table, state.settings.on)
+            positions, keys = state.strata.admit(ids, Keys.drawn(table.num_rows, rng))
+            if len(positions):
+                rows.append(_sample_rows(table, ids, positions, keys, self._columns))
+
+    def commit(self, version: int) -> None:
+        """The append committed ``version``: commit each sample's rows, if still valid."""
+        if version != self.read_version + 1:
+            return
+        self._admit()
+        for sample, state, _, rows in self.parts:
+            if sample.snapshot().version != state.snapshot.version:
+                continue  # maintained meanwhile by another process
+            try:
+                _commit(sample, state.settings, state.snapshot, state.strata, version, rows, ())
+            except CommitConflictError:
+                continue
 
 
 def catch_up(base: Dataset, sample: Dataset) -> SampleState:
@@ -205,8 +290,9 @@ def catch_up(base: Dataset, sample: Dataset) -> SampleState:
     for _ in range(ATTEMPTS):
         target = base.snapshot()
         current = sample.snapshot()
-        state = state_of(sample, current)
+        state = state_of(sample, current, take=True)
         if state.base_version >= target.version:
+            _COMMITTED[sample] = (current.version, state.strata)
             return state
         try:
             commits = base.history(state.base_version, target.version)
@@ -236,9 +322,9 @@ def _needs_rebuild(commit: Commit, base: Dataset, state: SampleState) -> bool:
     return True  # an overwrite, or an unknown operation that removed rows
 
 
-def _sample_rows(batch: pa.RecordBatch, ids: np.ndarray, positions: np.ndarray, keys: np.ndarray,
+def _sample_rows(table: pa.Table, ids: np.ndarray, positions: np.ndarray, keys: np.ndarray,
                  columns: Sequence[str]) -> pa.Table:
-    picked = pa.Table.from_batches([batch]).select(list(columns)).take(pa.array(positions))
+    picked = table.select(list(columns)).take(pa.array(positions))
     return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
         .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
 
@@ -246,17 +332,27 @@ def _sample_rows(batch: pa.RecordBatch, ids: np.ndarray, positions: np.ndarray, 
 def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: SampleState,
                 columns: Sequence[str]) -> Iterator[pa.Table]:
     """Admit the rows ``commit`` added (their keys drawn from a generator seeded by the
-    sample's seed and the commit's version); yield the sample rows they give."""
+    sample's seed and the commit's version), :data:`ADMIT_ROWS` or more at a time; yield the
+    sample rows they give."""
     segments = commit.added
     if not segments:
         return
     rng = np.random.default_rng([state.settings.seed, commit.version])
     scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=segments))
-    for batch in scan.to_batches():
-        ids = state.strata.ids(batch, state.settings.on)
-        positions, keys = state.strata.admit(ids, Keys.drawn(batch.num_rows, rng))
+    held: list[pa.RecordBatch] = []
+    for batch in [*scan.to_batches(), None]:
+        if batch is not None:
+            held.append(batch)
+            if sum(b.num_rows for b in held) < ADMIT_ROWS:
+                continue
+        if not held:
+            break
+        table = pa.Table.from_batches(held)
+        held = []
+        ids = state.strata.ids(table, state.settings.on)
+        positions, keys = state.strata.admit(ids, Keys.drawn(table.num_rows, rng))
         if len(positions):
-            yield _sample_rows(batch, ids, positions, keys, columns)
+            yield _sample_rows(table, ids, positions, keys, columns)
 
 
 def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Commit],
@@ -324,8 +420,7 @@ def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.
         return table
     ids = table.column(STRATUM_COLUMN).to_numpy()[matched]
     keys = table.column(KEY_COLUMN).to_numpy()[matched]
-    thresholds = np.array([state.strata.by_id[h].threshold for h in ids.tolist()])
-    live = keys <= thresholds
+    live = state.strata.live(ids, keys)
     state.strata.unkeep(ids[live], keys[live])
     return table.filter(pa.array(~matched))
 
@@ -333,9 +428,8 @@ def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.
 def _live(table: pa.Table, strata: Strata) -> pa.Table:
     if table.num_rows == 0:
         return table
-    ids = table.column(STRATUM_COLUMN).to_numpy()
-    thresholds = np.array([strata.by_id[h].threshold for h in ids.tolist()])
-    return table.filter(pa.array(table.column(KEY_COLUMN).to_numpy() <= thresholds))
+    live = strata.live(table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
+    return table.filter(pa.array(live))
 
 
 def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: Snapshot,
@@ -344,8 +438,8 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
     old = Strata.from_properties(current.properties, settings.fraction, settings.min_per_stratum) \
         if current is not None else Strata(settings.fraction, settings.min_per_stratum)
     strata = Strata(settings.fraction, settings.min_per_stratum,
-                    [Stratum(s.id, s.values) for s in old.by_id.values()])
-    strata.changed.update(strata.by_id)
+                    [Stratum(i, v) for i, v in enumerate(old.values) if v is not None])
+    strata.mark_all()
     columns = [f.name for f in base.schema_at(target)]
     state = SampleState(sample.name, settings, target.version, target, strata)
     every = Commit.new("rebuild", added=target.segments)
@@ -389,6 +483,9 @@ def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, st
         actions.append(AddSegments(tuple(entries)))
     reads = replace(ReadSet.blind(0 if read is None else read.version), exclusive=True,
                     removes=frozenset(removed))
-    sample.commit(commit.with_actions(*actions), reads=reads)
+    done = sample.commit(commit.with_actions(*actions), reads=reads)
+    strata.committed()
+    if done.version is not None:
+        _COMMITTED[sample] = (done.version, strata)
     if schema is not None:
         sample._schema_committed(spec)

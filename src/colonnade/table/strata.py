@@ -12,7 +12,10 @@ Appending is exact and incremental: a new row is admitted when its key is at mos
 threshold, and the threshold only falls (to the K-th smallest key, never below F) as the stratum
 grows. Rows whose key ends above the new threshold leave the sample logically (readers keep
 ``__u <= t``); compaction removes them physically. Only a stratum still above the floor F needs
-its keys' order, and it holds at most K live rows: their keys are kept with its state.
+its keys' order, and it holds at most K live rows: their keys are read from the sample's rows
+when first needed, then kept in memory. The state is held as arrays indexed by stratum id, and
+a batch is admitted with a constant number of passes over its rows (no per-row or per-stratum
+Python work but for strata met for the first time).
 
 A deletion removes rows by predicate, independently of the keys: the kept rows of a stratum stay
 a uniform subset of its remaining rows, and the threshold stays.
@@ -21,7 +24,7 @@ a uniform subset of its remaining rows, and the threshold stays.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,31 +34,36 @@ import pyarrow.compute as pc
 
 from colonnade.table.commits import value_from_json, value_to_json
 
-#: The property prefix under which a sample's commits record each stratum's state.
+#: The property prefixes under which a sample's commits record each stratum: its state
+#: (``[population, kept, threshold]``, whenever it changes) and its key values (once).
 STRATUM_PREFIX = "stratum:"
+VALUES_PREFIX = "stratum-of:"
 
 
 @dataclass
 class Stratum:
     """One stratum's state: its key values, base rows ``population``, live sample rows
-    ``kept``, threshold, and (while the threshold is above the floor) the live rows' keys."""
+    ``kept``, threshold, and (while the threshold is above the floor) the live rows' keys,
+    read from the sample's rows when first needed (None until then)."""
 
     id: int
     values: tuple[Any, ...]
     population: int = 0
     kept: int = 0
     threshold: float = 1.0
-    keys: list[float] | None = field(default_factory=list)
+    keys: list[float] | None = field(default_factory=list, compare=False)
 
-    def to_json(self) -> str:
-        return json.dumps([[value_to_json(v) for v in self.values], self.population, self.kept,
-                           self.threshold, self.keys])
+    def state_json(self) -> str:
+        return f"[{self.population:d},{self.kept:d},{self.threshold!r}]"  # JSON, formatted fast
+
+    def values_json(self) -> str:
+        return json.dumps([value_to_json(v) for v in self.values])
 
     @classmethod
-    def from_json(cls, id_: int, text: str) -> Stratum:
-        values, population, kept, threshold, keys = json.loads(text)
-        return cls(id_, tuple(value_from_json(v) for v in values), int(population), int(kept),
-                   float(threshold), None if keys is None else [float(k) for k in keys])
+    def from_json(cls, id_: int, values: str, state: str) -> Stratum:
+        population, kept, threshold = json.loads(state)
+        return cls(id_, tuple(value_from_json(v) for v in json.loads(values)), int(population),
+                   int(kept), float(threshold), keys=None)
 
 
 class Keys:
@@ -104,56 +112,173 @@ class Keys:
 
 
 class Strata:
-    """Every stratum of a sample by id and by key values, and which ones changed since loaded."""
+    """Every stratum of a sample (arrays indexed by stratum id), the map from key values to
+    ids, and which strata changed (or were created) since loaded."""
 
-    def __init__(self, fraction: float, min_rows: int, strata: Iterable[Stratum] = ()) -> None:
+    def __init__(self, fraction: float, min_rows: int, strata: Iterable[Stratum] = (),
+                 live_keys: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         self.fraction = fraction
         self.min_rows = min_rows
-        self.by_id: dict[int, Stratum] = {s.id: s for s in strata}
-        self.by_values: dict[tuple[Any, ...], Stratum] = {s.values: s for s in self.by_id.values()}
-        self.changed: set[int] = set()
+        given = sorted(strata, key=lambda s: s.id)
+        size = given[-1].id + 1 if given else 0
+        self.values: list[tuple[Any, ...] | None] = [None] * size
+        self.population = np.zeros(size, dtype=np.int64)
+        self.kept = np.zeros(size, dtype=np.int64)
+        self.threshold = np.ones(size)
+        for st in given:
+            self.values[st.id] = st.values
+            self.population[st.id], self.kept[st.id], self.threshold[st.id] = \
+                st.population, st.kept, st.threshold
+        self.by_values: dict[tuple[Any, ...], int] = {v: i for i, v in enumerate(self.values) if v is not None}
+        self.dirty = np.zeros(size, dtype=bool)
+        self.created = np.zeros(size, dtype=bool)
+        #: (stratum ids, keys) of the live rows of the strata above the floor, unordered; None
+        #: until first needed, then read from the sample's rows (``live_keys``)
+        self._live: tuple[np.ndarray, np.ndarray] | None = None
+        if not given or all(st.keys is not None for st in given):  # a new sample: no rows yet
+            ids = [st.id for st in given for _ in (st.keys or [])]
+            self._live = (np.array(ids, dtype=np.int64),
+                          np.array([k for st in given for k in (st.keys or [])], dtype=np.float64))
+        self._live_keys = live_keys
+        self._columns: list[dict[Any, int]] = []  # per key column: value -> index
+        self._sizes: tuple[int, ...] = ()
+        self._codes = np.zeros(0, dtype=np.int64)  # combined value indices -> stratum id (-1)
 
     @classmethod
-    def from_properties(cls, properties: dict[str, Any], fraction: float, min_rows: int) -> Strata:
-        return cls(fraction, min_rows, (Stratum.from_json(int(k[len(STRATUM_PREFIX):]), v)
-                                        for k, v in properties.items() if k.startswith(STRATUM_PREFIX)))
+    def from_properties(cls, properties: dict[str, Any], fraction: float, min_rows: int,
+                        live_keys: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> Strata:
+        strata = []
+        for key, values in properties.items():
+            if key.startswith(VALUES_PREFIX):
+                id_ = int(key[len(VALUES_PREFIX):])
+                strata.append(Stratum.from_json(id_, values, properties[f"{STRATUM_PREFIX}{id_}"]))
+        return cls(fraction, min_rows, strata, live_keys)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def by_id(self) -> dict[int, Stratum]:
+        """Every stratum as a :class:`Stratum` (a copy: for reports and tests)."""
+        live = self._live_lists()
+        return {i: Stratum(i, v, int(self.population[i]), int(self.kept[i]), float(self.threshold[i]),
+                           live.get(i, []) if self.threshold[i] > self.fraction else None)
+                for i, v in enumerate(self.values) if v is not None}
+
+    def _live_lists(self) -> dict[int, list[float]]:
+        if self._live is None:
+            return {}
+        out: dict[int, list[float]] = {}
+        for i, k in zip(*(a.tolist() for a in self._live), strict=True):
+            out.setdefault(i, []).append(k)
+        return {i: sorted(v) for i, v in out.items()}
 
     def changed_properties(self) -> dict[str, str]:
-        return {f"{STRATUM_PREFIX}{i}": self.by_id[i].to_json() for i in sorted(self.changed)}
+        out = {}
+        for i in np.flatnonzero(self.created).tolist():
+            out[f"{VALUES_PREFIX}{i}"] = json.dumps([value_to_json(v) for v in self.values[i] or ()])
+        for i, n, k, t in zip(np.flatnonzero(self.dirty).tolist(), *(
+                a[self.dirty].tolist() for a in (self.population, self.kept, self.threshold)), strict=True):
+            out[f"{STRATUM_PREFIX}{i}"] = f"[{n:d},{k:d},{t!r}]"  # JSON, formatted fast
+        return out
 
-    def stratum(self, values: tuple[Any, ...]) -> Stratum:
+    def committed(self) -> None:
+        """The changes so far are committed."""
+        self.dirty[:] = False
+        self.created[:] = False
+
+    def mark_all(self) -> None:
+        """Record every stratum again (a rebuild)."""
+        self.dirty[:] = self.created[:] = np.array([v is not None for v in self.values], dtype=bool)
+
+    def _grow(self, size: int) -> None:
+        more = size - len(self.values)
+        if more <= 0:
+            return
+        self.values.extend([None] * more)
+        self.population = np.concatenate([self.population, np.zeros(more, dtype=np.int64)])
+        self.kept = np.concatenate([self.kept, np.zeros(more, dtype=np.int64)])
+        self.threshold = np.concatenate([self.threshold, np.ones(more)])
+        self.dirty = np.concatenate([self.dirty, np.zeros(more, dtype=bool)])
+        self.created = np.concatenate([self.created, np.zeros(more, dtype=bool)])
+
+    def stratum(self, values: tuple[Any, ...]) -> int:
+        """The id of the stratum of ``values``, created (empty) if new."""
         found = self.by_values.get(values)
         if found is None:
-            found = Stratum(max(self.by_id, default=-1) + 1, values)
-            self.by_id[found.id] = found
+            found = len(self.values)
+            self._grow(found + 1)
+            self.values[found] = values
             self.by_values[values] = found
-            self.changed.add(found.id)
+            self.dirty[found] = self.created[found] = True
         return found
 
     def ids(self, batch: pa.RecordBatch | pa.Table, columns: Sequence[str]) -> np.ndarray:
-        """The stratum id of every row of ``batch`` (new strata are added), computed on the
-        distinct combinations of the key columns, not row by row."""
+        """The stratum id of every row of ``batch`` (new strata are added): each key column's
+        values are indexed once per distinct value, and their combination is looked up in a
+        table of every combination seen (no per-row Python work)."""
         if batch.num_rows == 0:
             return np.zeros(0, dtype=np.int64)
-        codes = np.zeros(batch.num_rows, dtype=np.int64)
-        dictionaries = []
-        for name in columns:
+        if not self._columns:
+            self._columns = [{} for _ in columns]
+            for values in self.by_values:
+                for known, v in zip(self._columns, values, strict=True):
+                    known.setdefault(v, len(known))
+        indices = []
+        for name, known in zip(columns, self._columns, strict=True):
             encoded = pc.dictionary_encode(batch.column(name), null_encoding="encode")
             if isinstance(encoded, pa.ChunkedArray):
                 encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
-            size = len(encoded.dictionary)
-            indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            codes = codes * max(size, 1) + indices
-            dictionaries.append(encoded.dictionary.to_pylist())
-        unique, inverse = _dense_unique(codes)
-        mapped = np.empty(len(unique), dtype=np.int64)
-        for i, code in enumerate(unique.tolist()):
-            values = []
-            for d in reversed(dictionaries):
-                code, index = divmod(code, max(len(d), 1))
-                values.append(d[index])
-            mapped[i] = self.stratum(tuple(reversed(values))).id
-        return mapped[inverse]
+            mapping = np.array([known.setdefault(v, len(known)) for v in encoded.dictionary.to_pylist()],
+                               dtype=np.int64)
+            indices.append(mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
+                           else np.zeros(batch.num_rows, dtype=np.int64))
+        sizes = tuple(len(k) for k in self._columns)
+        if sizes != self._sizes:
+            self._index_codes(sizes)
+        codes = indices[0]
+        for size, more in zip(sizes[1:], indices[1:], strict=True):
+            codes = codes * size + more
+        found = self._codes[codes]
+        missing = found < 0
+        if missing.any():
+            lists = [list(k) for k in self._columns]
+            for code in np.unique(codes[missing]).tolist():
+                picked: list[Any] = []
+                for size, known in zip(reversed(sizes), reversed(lists), strict=True):
+                    code, index = divmod(code, size)
+                    picked.append(known[index])
+                key = tuple(reversed(picked))
+                self._codes[self._code_of(key, sizes)] = self.stratum(key)
+            found = self._codes[codes]
+        return found
+
+    def _code_of(self, values: tuple[Any, ...], sizes: tuple[int, ...]) -> int:
+        code = 0
+        for size, known, v in zip(sizes, self._columns, values, strict=True):
+            code = code * size + known[v]
+        return code
+
+    def _index_codes(self, sizes: tuple[int, ...]) -> None:
+        total = int(np.prod(sizes, dtype=np.int64))
+        if total > 1 << 26:
+            raise ValueError(f"a sample's strata are combinations of at most {1 << 26:,} values; "
+                             f"these columns have {' × '.join(map(str, sizes))}")
+        self._sizes = sizes
+        self._codes = np.full(total, -1, dtype=np.int64)
+        for values, id_ in self.by_values.items():
+            self._codes[self._code_of(values, sizes)] = id_
+
+    def _ensure_live(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, keys) of the live rows of the strata above the floor."""
+        if self._live is None:
+            ids, keys = self._live_keys() if self._live_keys is not None else (
+                np.zeros(0, dtype=np.int64), np.zeros(0))
+            ids = np.asarray(ids, dtype=np.int64)
+            keys = np.asarray(keys, dtype=np.float64)
+            keep = (keys <= self.threshold[ids]) & (self.threshold[ids] > self.fraction)
+            self._live = (ids[keep], keys[keep])
+        return self._live
 
     def admit(self, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.ndarray]:
         """Add rows (their stratum ids, in arrival order) to the strata; the positions of those
@@ -161,95 +286,83 @@ class Strata:
         rows of strata above the floor, and which rows of the others fall at most at F."""
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        touched, inverse = _dense_unique(ids)
-        counts = np.bincount(inverse, minlength=len(touched))
-        strata = [self.by_id[h] for h in touched.tolist()]
-        above = np.array([s.threshold > self.fraction for s in strata])
+        size = len(self.values)
+        counts = np.bincount(ids, minlength=size)
+        above = self.threshold > self.fraction
         hits = keys.at_most(self.fraction)
-        at_floor = hits[~above[inverse[hits]]]  # a Bernoulli(F) sample of the floor strata
+        at_floor = hits[~above[ids[hits]]]  # a Bernoulli(F) sample of the floor strata
         rows, found = [at_floor], [keys.of(at_floor, True)]
-        added = np.bincount(inverse[at_floor], minlength=len(touched))
-        if above.any():  # strata above the floor: their threshold falls to the K-th smallest key
-            rows_above = np.flatnonzero(above[inverse])
-            order = rows_above[np.argsort(inverse[rows_above], kind="stable")]
-            order_keys = keys.of(order, np.isin(order, hits, assume_unique=True))
-            ends = np.cumsum(np.where(above, counts, 0))
-            for i in np.flatnonzero(above).tolist():
-                start = ends[i] - counts[i]
-                mine = order_keys[start:ends[i]]
-                old = strata[i].threshold
-                threshold = self._lower(strata[i], int(counts[i]), mine[mine <= old])
-                kept = mine <= threshold
-                rows.append(order[start:ends[i]][kept])
-                found.append(mine[kept])
-        for i, s in enumerate(strata):
-            if not above[i]:
-                s.kept += int(added[i])
-            s.population += int(counts[i])
-            self.changed.add(s.id)
+        self.kept += np.bincount(ids[at_floor], minlength=size)
+        rows_above = np.flatnonzero(above[ids])
+        if len(rows_above):  # their thresholds fall to the K-th smallest key
+            row_keys = keys.of(rows_above, np.isin(rows_above, hits, assume_unique=True))
+            candidate = row_keys <= self.threshold[ids[rows_above]]
+            c_rows, c_keys = rows_above[candidate], row_keys[candidate]
+            c_ids = ids[c_rows]
+            live_ids, live_keys = self._ensure_live()
+            touched = np.zeros(size, dtype=bool)
+            touched[c_ids] = True
+            mine = touched[live_ids]
+            all_ids = np.concatenate([live_ids[mine], c_ids])
+            all_keys = np.concatenate([live_keys[mine], c_keys])
+            origin = np.concatenate([np.full(int(mine.sum()), -1, dtype=np.int64), c_rows])
+            order = np.lexsort((all_keys, all_ids))
+            all_ids, all_keys, origin = all_ids[order], all_keys[order], origin[order]
+            which = np.flatnonzero(touched)
+            starts = np.searchsorted(all_ids, which)
+            have = np.bincount(all_ids, minlength=size)[which]
+            grown = self.population[which] + counts[which] > self.min_rows
+            kth = all_keys[np.minimum(starts + self.min_rows - 1, max(len(all_keys) - 1, 0))]
+            falls = grown & (have >= self.min_rows)
+            self.threshold[which] = np.where(falls, np.maximum(self.fraction, kth), self.threshold[which])
+            keep = all_keys <= self.threshold[all_ids]
+            self.kept[which] = np.bincount(all_ids[keep], minlength=size)[which]
+            stays = keep & (self.threshold[all_ids] > self.fraction)
+            self._live = (np.concatenate([live_ids[~mine], all_ids[stays]]),
+                          np.concatenate([live_keys[~mine], all_keys[stays]]))
+            new = keep & (origin >= 0)
+            rows.append(origin[new])
+            found.append(all_keys[new])
+        self.population += counts
+        self.dirty |= counts > 0
         positions = np.concatenate(rows)
         order_ = np.argsort(positions, kind="stable")
         return positions[order_], np.concatenate(found)[order_]
 
-    def _lower(self, s: Stratum, arrived: int, candidates: np.ndarray) -> float:
-        """Stratum ``s`` (above the floor) receives ``arrived`` rows, of which ``candidates``
-        (keys) are at most its threshold: its new threshold, kept keys and count."""
-        keys = sorted((s.keys or []) + candidates.tolist())
-        total = s.population + arrived  # population is added by the caller
-        if total > self.min_rows and len(keys) >= self.min_rows:
-            threshold = max(self.fraction, keys[self.min_rows - 1])
-        else:
-            threshold = s.threshold
-        live = [k for k in keys if k <= threshold]
-        s.threshold = threshold
-        s.kept = len(live)
-        s.keys = live if threshold > self.fraction else None
-        return threshold
-
     def remove(self, ids: np.ndarray) -> None:
         """Base rows deleted: the stratum id of each."""
-        touched, counts = np.unique(ids, return_counts=True)
-        for h, count in zip(touched.tolist(), counts.tolist(), strict=True):
-            self.by_id[h].population -= count
-            self.changed.add(h)
+        counts = np.bincount(ids, minlength=len(self.values))
+        self.population -= counts
+        self.dirty |= counts > 0
 
     def restore(self, ids: np.ndarray) -> None:
         """Base rows written again (a delete's rewritten segments): the stratum id of each."""
-        touched, counts = np.unique(ids, return_counts=True)
-        for h, count in zip(touched.tolist(), counts.tolist(), strict=True):
-            self.by_id[h].population += count
-            self.changed.add(h)
+        counts = np.bincount(ids, minlength=len(self.values))
+        self.population += counts
+        self.dirty |= counts > 0
+
+    def live(self, ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Which sample rows (stratum ids, keys) are live: key at most their threshold."""
+        return keys <= self.threshold[ids]
 
     def unkeep(self, ids: np.ndarray, keys: np.ndarray) -> None:
         """Live sample rows deleted with their base rows: the stratum id and key of each."""
-        for h, key in zip(ids.tolist(), keys.tolist(), strict=True):
-            s = self.by_id[h]
-            s.kept -= 1
-            if s.keys is not None and key in s.keys:
-                s.keys.remove(key)
-            self.changed.add(h)
+        counts = np.bincount(ids, minlength=len(self.values))
+        self.kept -= counts
+        self.dirty |= counts > 0
+        if (self.threshold[ids] > self.fraction).any():
+            live_ids, live_keys = self._ensure_live()
+            gone = set(zip(ids.tolist(), keys.tolist(), strict=True))
+            stays = np.array([(i, k) not in gone for i, k in zip(live_ids.tolist(), live_keys.tolist(),
+                                                                 strict=True)], dtype=bool)
+            self._live = (live_ids[stays], live_keys[stays]) if len(stays) else (live_ids, live_keys)
 
     def table(self) -> pa.Table:
         """``(__stratum, __pop_n, __samp_n, __t)`` of every stratum with rows."""
-        live = [s for s in self.by_id.values() if s.population > 0]
+        present = np.flatnonzero(self.population > 0)
         return pa.table({
-            "__stratum": pa.array([s.id for s in live], pa.int64()),
-            "__pop_n": pa.array([s.population for s in live], pa.int64()),
-            "__samp_n": pa.array([s.kept for s in live], pa.int64()),
-            "__t": pa.array([s.threshold for s in live], pa.float64()),
+            "__stratum": pa.array(present, pa.int64()),
+            "__pop_n": pa.array(self.population[present], pa.int64()),
+            "__samp_n": pa.array(self.kept[present], pa.int64()),
+            "__t": pa.array(self.threshold[present], pa.float64()),
         })
-
-
-def _dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for small non-negative integers, without
-    sorting (a lookup table over their range); sorted as numpy's when the range is large."""
-    top = int(values.max()) + 1 if len(values) else 0
-    if top > max(1 << 20, 4 * len(values)):
-        unique, inverse = np.unique(values, return_inverse=True)
-        return unique, inverse.reshape(-1)
-    present = np.zeros(top, dtype=bool)
-    present[values] = True
-    unique = np.flatnonzero(present)
-    lookup = np.empty(top, dtype=np.int64)
-    lookup[unique] = np.arange(len(unique))
-    return unique, lookup[values]
