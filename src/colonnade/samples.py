@@ -211,29 +211,24 @@ def answer(store: Store, query: str, version: int | None = None,
     chosen, reason = choose(store, base, q, at)
     if chosen is None:
         return _exact(store, exact_sql(q), version, versions, reason)
-    sample = store.dataset(chosen.name)
-    sq = sample_sql(q, clause, "(" + _live_rows(chosen) + ")", "__aqp_strata")
+    sample = store._reader(chosen.name)
+    sq = sample_sql(q, clause, "__colonnade_sample", "__colonnade_strata",
+                    stratified_on=chosen.settings.on)
     table = _run(store, sample, chosen, sq.sql)
     result = apply_behavior(table, sq, clause, lambda sql: store.sql(sql, version, versions))
     return Approximate(result, SampleInfo.of(chosen), reason, sq.sql)
 
 
-def _live_rows(state: SampleState) -> str:
-    return ("SELECT r.* EXCLUDE (__u) FROM __aqp_sample r JOIN __aqp_strata t "
-            "USING (__stratum) WHERE r.__u <= t.__t")
-
-
 def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Table:
     import duckdb
 
-    from colonnade.query.adapter import ColonnadeArrowDataset
     from colonnade.store import _one_line
 
-    adapter = ColonnadeArrowDataset(sample, state.snapshot)
+    adapter = _live_sample(sample, state)
     with store._sessions.cursor() as cursor:
         con = cursor.con
-        con.register("__aqp_sample", adapter)
-        con.register("__aqp_strata", state.strata_table())
+        con.register("__colonnade_sample", adapter)
+        con.register("__colonnade_strata", _strata_table(store, state))
         try:
             return con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:
@@ -241,17 +236,78 @@ def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Tabl
                 raise adapter.errors[0] from None
             raise QueryError(_one_line(exc)) from None
         finally:
-            con.unregister("__aqp_sample")
-            con.unregister("__aqp_strata")
+            con.unregister("__colonnade_sample")
+            con.unregister("__colonnade_strata")
+
+
+def _live_sample(sample: Dataset, state: SampleState) -> Any:
+    """The sample's live rows (key at most their stratum's threshold) as DuckDB reads a
+    dataset, without the key column: the threshold test is applied to each batch as it is
+    read (a join with the strata would cost DuckDB more than the query itself)."""
+    from colonnade.query.adapter import ColonnadeArrowDataset, LazyScanner
+    from colonnade.table.sample import KEY_COLUMN, STRATUM_COLUMN
+
+    thresholds = state.strata.threshold
+
+    class LiveSample(ColonnadeArrowDataset):
+        @property
+        def schema(self) -> pa.Schema:
+            full = super().schema
+            return full.remove(full.get_field_index(KEY_COLUMN))
+
+        def scanner(self, columns: list[str] | None = None, filter: Any = None,
+                    **kwargs: Any) -> LazyScanner:
+            wanted = list(columns) if columns is not None else list(self.schema.names)
+            read = [*wanted, *(c for c in (STRATUM_COLUMN, KEY_COLUMN) if c not in wanted)]
+            inner = super().scanner(read, filter)
+            schema = pa.schema([inner.projected_schema.field(c) for c in wanted])
+
+            def batches() -> Any:
+                for batch in inner.to_batches():
+                    ids = batch.column(STRATUM_COLUMN).to_numpy()
+                    live = batch.column(KEY_COLUMN).to_numpy() <= thresholds[ids]
+                    yield batch.filter(pa.array(live)).select(wanted)
+
+            return LazyScanner(schema, batches)
+
+        def count_rows(self, filter: Any = None, **kwargs: Any) -> int:
+            if filter is None:  # DuckDB asks while planning: the strata know it
+                return state.rows
+            return int(sum(b.num_rows for b in self.scanner([STRATUM_COLUMN], filter).to_batches()))
+
+    return LiveSample(sample, state.snapshot)
 
 
 def _exact(store: Store, sql: str, version: int | None, versions: dict[str, int] | None,
            reason: str) -> Approximate:
+    """Run a ``WITH ERROR`` query exactly: its error functions are 0 (absolute and relative
+    errors) or NULL (bounds), as SnappyData answers them on a base table."""
     from colonnade.query.estimates import analyse, exact_sql
 
     found = analyse(sql)
-    text = exact_sql(found) if not isinstance(found, str) else sql
+    text = exact_sql(found) if not isinstance(found, str) else _without_error_functions(sql)
     return Approximate(store.sql(text, version, versions), None, reason, text)
+
+
+def _without_error_functions(sql: str) -> str:
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return sql  # DuckDB says what is wrong with it
+
+    def replace(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous):
+            name = node.name.lower()
+            if name in ("absolute_error", "relative_error"):
+                return exp.Literal.number(0)
+            if name in ("lower_bound", "upper_bound"):
+                return exp.Cast(this=exp.Null(), to=exp.DataType.build("DOUBLE"))
+        return node
+
+    return tree.transform(replace).sql(dialect="duckdb")
 
 
 def choose(store: Store, base: Dataset, q: Approximable, version: int | None
@@ -265,8 +321,8 @@ def choose(store: Store, base: Dataset, q: Approximable, version: int | None
     why: list[str] = []
     for name in sample_names(target if not latest else base.snapshot()):
         try:
-            sample = store.dataset(name)
-            state = state_of(sample, sample.snapshot())
+            sample = store._reader(name)
+            state = _state(store, sample)
             if state.base_version < target.version and latest:
                 state = catch_up(base, sample)  # a commit whose maintenance failed
             found = state if state.base_version == target.version else \
@@ -291,6 +347,26 @@ def choose(store: Store, base: Dataset, q: Approximable, version: int | None
     how = ("its columns are the query's" if rank == 2 else "its columns hold the query's"
            if rank == 1 else "it shares most columns with the query")
     return best, f"sample {best.name}: {how}"
+
+
+def _state(store: Store, sample: Dataset) -> SampleState:
+    """The sample's latest state, read once per version by this store object (queries of a
+    version read its strata once)."""
+    snapshot = sample.snapshot()
+    cache: dict[str, Any] = store.__dict__.setdefault("_sample_states", {})
+    kept = cache.get(sample.name)
+    if kept is not None and kept[0] is snapshot:
+        return kept[1]  # type: ignore[no-any-return]
+    state = state_of(sample, snapshot)
+    cache[sample.name] = (snapshot, state, state.strata_table())
+    return state
+
+
+def _strata_table(store: Store, state: SampleState) -> pa.Table:
+    kept = store.__dict__.get("_sample_states", {}).get(state.name)
+    if kept is not None and kept[1] is state:
+        return kept[2]  # type: ignore[no-any-return]
+    return state.strata_table()
 
 
 def _at_base_version(sample: Dataset, state: SampleState, base_version: int) -> SampleState | None:

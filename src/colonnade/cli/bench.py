@@ -101,6 +101,32 @@ def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations
                tiles_per_segment=tiles_per_segment, codec=codec)
 
 
+@bench.command()
+@click.option("--events", type=click.IntRange(min=10_000), default=30_000_000, show_default=True,
+              metavar="N", help="Ad impressions to generate and append.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="Store to benchmark (default: the group's --store if given, else a scratch "
+                   "SQLite store).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where aqp.json, .md and .png go.")
+@click.option("--fraction", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              default=0.01, show_default=True, metavar="F", help="The sample's fraction.")
+@click.option("--queries", type=click.IntRange(min=1), default=500, show_default=True, metavar="Q",
+              help="Random queries whose bounds are checked against the true answers.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, metavar="K",
+              help="Runs per seed query (the median is reported).")
+@pass_settings
+def aqp(settings: Settings, events: int, store_uri: str | None, out: Path, fraction: float,
+        queries: int, repeats: int) -> None:
+    """Approximate answers (WITH ERROR) from a stratified sample against exact answers on ad
+    impressions: latency, coverage of the error bounds, and what keeping the sample costs."""
+    from colonnade.bench import aqp as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(events=events, store=store, out=out, fraction=fraction, queries=queries,
+               repeats=repeats)
+
+
 @bench.command("log")
 @click.option("--commits", type=click.IntRange(min=2), default=20_000, show_default=True, metavar="N",
               help="One-row commits in the long log.")

@@ -395,7 +395,7 @@ class Dataset:
         commit = Commit.new(kind, source=source, info=info, positions=positions,
                             schema=schema_to_json(merged) if merged is not None else None)
         writer = SegmentWriter(self.store, spec, commit.id, settings)
-        admission = self._admission(read, commit.id) if merged is None else None
+        admission = self._admission(read) if merged is None else None
 
         def conformed(batch: pa.RecordBatch) -> pa.RecordBatch:
             batch = conform(self.name, batch, spec.schema, allow_missing=schema_mode == "merge")
@@ -423,13 +423,13 @@ class Dataset:
         except StoreError:
             pass
 
-    def _admission(self, read: Snapshot, commit_id: str) -> Admission | None:
+    def _admission(self, read: Snapshot) -> Admission | None:
         """Sampling of an append's rows as it writes them, when the dataset has samples."""
         if SAMPLES_PROPERTY not in read.properties:
             return None
         from colonnade.table.sample import Admission
 
-        return Admission(self, read, commit_id)
+        return Admission(self, read)
 
     def _commit_entries(self, commit: Commit, entries: list[SegmentEntry], nbytes: int,
                         removed: Iterable[str] = (), force: bool = False,

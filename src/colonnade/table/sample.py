@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import weakref
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -240,7 +239,7 @@ class Admission:
     one it read and no one committed to the sample meanwhile; otherwise the sample catches up
     from the log, and what was admitted here is dropped."""
 
-    def __init__(self, base: Dataset, read: Snapshot, commit_id: str) -> None:
+    def __init__(self, base: Dataset, read: Snapshot) -> None:
         self.read_version = read.version
         self.parts: list[tuple[Dataset, SampleState, np.random.Generator, list[pa.Table]]] = []
         self._held: list[pa.RecordBatch] = []
@@ -252,7 +251,8 @@ class Admission:
             state = state_of(sample, sample.snapshot(), take=True)
             if state.base_version != read.version:
                 continue  # behind: it catches up from the log after the commit
-            rng = np.random.default_rng([state.settings.seed, zlib.crc32(commit_id.encode())])
+            # the keys of the version it commits if it is used (the log's reading draws others)
+            rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
             self.parts.append((sample, state, rng, []))
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -337,7 +337,7 @@ def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: Sample
     segments = commit.added
     if not segments:
         return
-    rng = np.random.default_rng([state.settings.seed, commit.version])
+    rng = np.random.default_rng([state.settings.seed, 0, commit.version])
     scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=segments))
     held: list[pa.RecordBatch] = []
     for batch in [*scan.to_batches(), None]:

@@ -53,18 +53,6 @@ class Stratum:
     threshold: float = 1.0
     keys: list[float] | None = field(default_factory=list, compare=False)
 
-    def state_json(self) -> str:
-        return f"[{self.population:d},{self.kept:d},{self.threshold!r}]"  # JSON, formatted fast
-
-    def values_json(self) -> str:
-        return json.dumps([value_to_json(v) for v in self.values])
-
-    @classmethod
-    def from_json(cls, id_: int, values: str, state: str) -> Stratum:
-        population, kept, threshold = json.loads(state)
-        return cls(id_, tuple(value_from_json(v) for v in json.loads(values)), int(population),
-                   int(kept), float(threshold), keys=None)
-
 
 class Keys:
     """The keys of a batch of rows: given (:meth:`given`, for tests and replays) or drawn from
@@ -147,12 +135,30 @@ class Strata:
     @classmethod
     def from_properties(cls, properties: dict[str, Any], fraction: float, min_rows: int,
                         live_keys: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> Strata:
-        strata = []
-        for key, values in properties.items():
+        ids, values, states = [], [], []
+        for key, text in properties.items():
             if key.startswith(VALUES_PREFIX):
                 id_ = int(key[len(VALUES_PREFIX):])
-                strata.append(Stratum.from_json(id_, values, properties[f"{STRATUM_PREFIX}{id_}"]))
-        return cls(fraction, min_rows, strata, live_keys)
+                ids.append(id_)
+                values.append(text)
+                states.append(properties[f"{STRATUM_PREFIX}{id_}"])
+        out = cls(fraction, min_rows, (), live_keys)
+        out._live = None  # the live keys are the stored rows' (read when first needed)
+        if not ids:
+            return out
+        # one JSON document per kind: thousands of strata parse in a few milliseconds
+        parsed_values = json.loads("[" + ",".join(values) + "]")
+        parsed_states = np.array(json.loads("[" + ",".join(states) + "]"), dtype=np.float64)
+        at = np.array(ids, dtype=np.int64)
+        out._grow(int(at.max()) + 1)
+        for id_, v in zip(ids, parsed_values, strict=True):
+            found = tuple(value_from_json(x) for x in v)
+            out.values[id_] = found
+            out.by_values[found] = id_
+        out.population[at] = parsed_states[:, 0].astype(np.int64)
+        out.kept[at] = parsed_states[:, 1].astype(np.int64)
+        out.threshold[at] = parsed_states[:, 2]
+        return out
 
     def __len__(self) -> int:
         return len(self.values)

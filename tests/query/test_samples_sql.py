@@ -1,0 +1,157 @@
+"""``WITH ERROR`` queries through a store, on every store: answered from a sample kept current
+by several commits, with bounds that cover the exact answers (run through the same store) at the
+stated confidence; behaviors, ``explain``, pinned versions and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from colonnade import Store
+from colonnade.errors import QueryError
+
+PUBS = 6
+GEOS = 40
+
+
+def _rows(n: int, seed: int) -> pa.Table:
+    """Strata of very different sizes (Zipf geos × publishers), a column outside the sample's
+    column set, moderate measures (gamma) with some NULLs."""
+    rng = np.random.default_rng(seed)
+    geo = (rng.zipf(1.3, n) - 1) % GEOS
+    bid = rng.gamma(4.0, 1.0, n)
+    return pa.table({"geo": pa.array([f"g{g:02d}" for g in geo]),
+                     "pub": pa.array(rng.integers(0, PUBS, n)),
+                     "site": pa.array(rng.integers(0, 8, n)),
+                     "bid": pa.array(bid, mask=rng.random(n) < 0.05)})
+
+
+def _build(store: Store, name: str = "imps", seed: int = 11) -> Store:
+    ds = store.create_dataset(name, _rows(1, 0).schema)
+    ds.append(_rows(60_000, seed * 10 + 1))
+    store.create_sample(name, "geo,pub", 0.03, min_per_stratum=50, seed=seed)
+    for i in range(3):  # the sample is maintained by these commits
+        ds.append(_rows(40_000, seed * 10 + 2 + i))
+    ds.delete("site = 7 AND bid > 9")
+    return store
+
+
+@pytest.fixture
+def imps(store: Store) -> Store:
+    return _build(store)
+
+
+KINDS = {"count_star": "count(*)", "count": "count(bid)", "sum": "sum(bid)", "avg": "avg(bid)"}
+
+
+def _random_query(rng: np.random.Generator, table: str) -> tuple[str, list[str], list[str]]:
+    groups = [["geo"], ["pub"], ["geo", "pub"], [], ["site"], ["pub", "site"]][int(rng.integers(6))]
+    filters = []
+    for _ in range(int(rng.integers(0, 3))):
+        pick = int(rng.integers(3))
+        if pick == 0:
+            filters.append(f"pub IN ({', '.join(map(str, rng.choice(PUBS, 3, replace=False)))})")
+        elif pick == 1:
+            filters.append(f"site {'<' if rng.random() < 0.5 else '>='} {int(rng.integers(2, 7))}")
+        else:
+            filters.append(f"bid > {rng.uniform(1, 6):.2f}")
+    kinds = sorted(set(rng.choice(list(KINDS), size=2).tolist()))
+    select = [*groups] + [f"{KINDS[k]} AS a{i}, lower_bound(a{i}) AS lo{i}, upper_bound(a{i}) AS hi{i}, "
+                          f"relative_error(a{i}) AS re{i}" for i, k in enumerate(kinds)]
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
+    group = f" GROUP BY {', '.join(groups)}" if groups else ""
+    return f"SELECT {', '.join(select)} FROM {table}{where}{group}", groups, kinds
+
+
+def test_bounds_cover_the_exact_answers_at_the_stated_confidence(store: Store) -> None:
+    """500 random queries, in five rounds of 100 each on a dataset and sample of its own (the
+    groups of one sample's answers are correlated: five samples make the figure steadier).
+    A group counts when its error is known (≥ 10 sample rows) and not zero (exact)."""
+    rng = np.random.default_rng(3)
+    covered = {k: 0 for k in KINDS}
+    checked = {k: 0 for k in KINDS}
+    for round_ in range(5):
+        table = f"imps{round_}"
+        _build(store, table, seed=11 + round_)
+        for _ in range(100):
+            sql, groups, kinds = _random_query(rng, table)
+            approx = store.sql(sql + " WITH ERROR 0.5 BEHAVIOR 'do_nothing'").to_pylist()
+            exact_sql = sql
+            for i in range(len(kinds)):
+                exact_sql = exact_sql.replace(f", lower_bound(a{i}) AS lo{i}, upper_bound(a{i}) AS "
+                                              f"hi{i}, relative_error(a{i}) AS re{i}", "")
+            truth = {tuple(r[g] for g in groups): r for r in store.sql(exact_sql).to_pylist()}
+            for r in approx:
+                t = truth[tuple(r[g] for g in groups)]  # a group the sample has exists
+                for i, kind in enumerate(kinds):
+                    if r[f"re{i}"] is None or t[f"a{i}"] is None or r[f"re{i}"] == 0:
+                        continue
+                    checked[kind] += 1
+                    covered[kind] += r[f"lo{i}"] - 1e-9 <= t[f"a{i}"] <= r[f"hi{i}"] + 1e-9
+    coverage = {k: round(covered[k] / checked[k], 4) for k in KINDS}
+    assert all(checked[k] > 1000 for k in KINDS), checked
+    assert all(0.93 <= c <= 0.97 for c in coverage.values()), coverage
+
+
+def test_a_count_on_the_sample_columns_is_exact_and_groups_match(imps: Store) -> None:
+    exact = imps.sql("SELECT geo, pub, count(*) AS n FROM imps GROUP BY ALL ORDER BY ALL")
+    approx = imps.sql("SELECT geo, pub, count(*) AS n, absolute_error(n) AS e FROM imps "
+                      "GROUP BY ALL ORDER BY ALL WITH ERROR 0.01")
+    assert approx.column_names == ["geo", "pub", "n", "e"]
+    assert approx.select(["geo", "pub", "n"]).to_pylist() == exact.to_pylist()
+    assert set(approx.column("e").to_pylist()) == {0.0}
+
+
+def test_behaviors(imps: Store) -> None:
+    sql = "SELECT geo, avg(bid) AS a FROM imps WHERE site = 3 GROUP BY geo ORDER BY geo"
+    exact = {r["geo"]: r["a"] for r in imps.sql(sql).to_pylist()}
+    stated = imps.sql(sql.replace("AS a", "AS a, relative_error(a) AS re")
+                      + " WITH ERROR 0.5 BEHAVIOR 'do_nothing'").to_pylist()
+    errors = sorted(r["re"] for r in stated if r["re"] is not None)
+    limit = errors[len(errors) // 2]  # half the groups pass, half fail
+    failing = {r["geo"] for r in stated if r["re"] is None or r["re"] > limit}
+    with pytest.raises(QueryError, match="geo.*relative error") as info:
+        imps.sql(f"{sql} WITH ERROR {limit} BEHAVIOR 'strict'")
+    assert "\n" not in str(info.value)
+    full = imps.sql(f"{sql} WITH ERROR {limit}").to_pylist()  # run_on_full_table
+    assert {r["geo"]: r["a"] for r in full} == exact
+    omitted = imps.sql(f"{sql} WITH ERROR {limit} BEHAVIOR 'local_omit'").to_pylist()
+    assert {r["geo"] for r in omitted if r["a"] is None} == failing
+    partial = imps.sql(f"{sql} WITH ERROR {limit} BEHAVIOR 'partial_run_on_base_table'").to_pylist()
+    assert [r["geo"] for r in partial] == sorted(exact)
+    for r in partial:
+        if r["geo"] in failing:
+            assert r["a"] == pytest.approx(exact[r["geo"]], rel=1e-12)
+        else:
+            assert r["a"] == next(s["a"] for s in stated if s["geo"] == r["geo"])
+
+
+def test_explain_names_the_sample_or_why_none(imps: Store) -> None:
+    report = imps.explain("SELECT pub, sum(bid) FROM imps GROUP BY pub WITH ERROR 0.2")
+    latest = imps.dataset("imps").snapshot().version
+    assert "sample imps_by_geo_pub" in report.plan and "fraction 0.03" in report.plan
+    assert f"base version {latest}" in report.plan
+    report = imps.explain("SELECT count(DISTINCT pub) FROM imps WITH ERROR 0.2")
+    assert "answered exactly" in report.plan and "count(DISTINCT" in report.plan
+
+
+def test_a_pinned_version_uses_the_sample_as_of_that_version(imps: Store) -> None:
+    ds = imps.dataset("imps")
+    older = ds.snapshot().version - 2  # one of the appends
+    sql = "SELECT count(*) AS n FROM imps WITH ERROR 0.2"
+    assert imps.sql(sql, version=older).column("n").to_pylist() == \
+        imps.sql("SELECT count(*) AS n FROM imps", version=older).column("n").to_pylist()
+    report = imps.explain(sql, version=older)
+    assert f"base version {older}" in report.plan
+
+
+@pytest.mark.parametrize(("tail", "message"), [
+    ("WITH ERROR 1.5", "WITH ERROR must be between 0 and 1"),
+    ("WITH ERROR 0.1 BEHAVIOR 'sometimes'", "unknown BEHAVIOR"),
+    ("WITH ERROR 0.1 CONFIDENCE 2", "CONFIDENCE"),
+])
+def test_bad_clauses_are_one_line_errors(imps: Store, tail: str, message: str) -> None:
+    with pytest.raises(QueryError, match=message) as info:
+        imps.sql(f"SELECT count(*) FROM imps {tail}")
+    assert "\n" not in str(info.value)
