@@ -62,3 +62,31 @@ def test_streaming_quick_start_runs_as_written(tmp_path: Path, kafka_bootstrap: 
     assert re.search(r"CA\s+1\.25", out) and re.search(r"NY\s+2\.5", out), out
     reject = json.loads(out.splitlines()[-1])
     assert reject["raw"] == "oops" and reject["reason"].startswith("not valid JSON")
+
+
+@pytest.mark.unit
+def test_approximate_answers_block_runs_as_written(tmp_path: Path) -> None:
+    """The WITH ERROR block, on 200,000 generated impressions (skewed geos and publishers)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    rng = np.random.default_rng(5)
+    n = 200_000
+    pacsv.write_csv(pa.table({
+        "geo": pa.array([f"G{g:02d}" for g in rng.zipf(1.5, n) % 40]),
+        "publisher": pa.array([f"pub{p}" for p in rng.zipf(1.3, n) % 30]),
+        "bid": pa.array(np.round(rng.random(n), 2)),
+    }), tmp_path / "impressions.csv")
+    script = _block("## Approximate answers with error bounds", "bash")
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("COLONNADE_STORE", None)
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "created sample imps_by_geo_publisher" in out
+    assert re.search(r"geo\s+total\s+err\s+low\s+high", out), out
+    assert "answered from sample imps_by_geo_publisher of imps (fraction 0.02" in out
+    assert re.search(r"imps_by_geo_publisher\s+imps\s+geo, publisher\s+0\.02", out), out

@@ -211,6 +211,10 @@ def answer(store: Store, query: str, version: int | None = None,
     chosen, reason = choose(store, base, q, at)
     if chosen is None:
         return _exact(store, exact_sql(q), version, versions, reason)
+    counted = _counts_from_strata(store, base, q, head, chosen)
+    if counted is not None:
+        return Approximate(counted[0], SampleInfo.of(chosen), f"{reason}; the counts are its "
+                           "strata's sizes (exact)", counted[1])
     sample = store._reader(chosen.name)
     sq = sample_sql(q, clause, "__colonnade_sample", "__colonnade_strata",
                     stratified_on=chosen.settings.on)
@@ -219,25 +223,100 @@ def answer(store: Store, query: str, version: int | None = None,
     return Approximate(result, SampleInfo.of(chosen), reason, sq.sql)
 
 
+_ERROR_FUNCTIONS = re.compile(r"(?i)\b(absolute_error|relative_error|lower_bound|upper_bound)\s*\(")
+
+
+def _counts_from_strata(store: Store, base: Dataset, q: Approximable, head: str,
+                        state: SampleState) -> tuple[pa.Table, str] | None:
+    """The answer of a query whose aggregates are all ``count(*)`` and whose WHERE, GROUP BY and
+    HAVING read only the sample's columns, from the sizes of its strata (exact: each stratum's
+    rows all pass or all fail), with the SQL that gave it; None for any other query (and for one
+    asking for error functions, which the sample's answer gives)."""
+    import duckdb
+    import sqlglot
+    from sqlglot import exp
+
+    from colonnade.query.estimates import exact_sql
+    from colonnade.store import _one_line
+
+    on = {c.lower() for c in state.settings.on}
+    if (any(a.kind != "count_star" for a in q.aggregates) or not q.columns <= on
+            or _ERROR_FUNCTIONS.search(head)):
+        return None
+    tree = sqlglot.parse_one(exact_sql(q), read="duckdb")
+
+    def counted(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+            return exp.cast(exp.func("sum", exp.column("__pop_n")), exp.DataType.build("BIGINT"))
+        if isinstance(node, exp.Table):
+            node.set("this", exp.to_identifier("__colonnade_strata_values"))
+            node.set("db", None)
+            node.set("catalog", None)
+        return node
+
+    sql = tree.transform(counted).sql(dialect="duckdb")
+    schema = base.schema_at(base.snapshot(state.base_version))
+    present = [i for i, v in enumerate(state.strata.values)
+               if v is not None and state.strata.population[i] > 0]
+    columns = {name: pa.array([state.strata.values[i][j] for i in present],  # type: ignore[index]
+                              schema.field(name).type) for j, name in enumerate(state.settings.on)}
+    columns["__pop_n"] = pa.array(state.strata.population[present], pa.int64())
+    with store._sessions.cursor() as cursor:
+        con = cursor.con
+        con.register("__colonnade_strata_values", pa.table(columns))
+        try:
+            return con.sql(sql).to_arrow_table(), sql
+        except duckdb.Error as exc:
+            raise QueryError(_one_line(exc)) from None
+        finally:
+            con.unregister("__colonnade_strata_values")
+
+
 def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Table:
+    """Run the sample query ``sql`` (reading ``__colonnade_sample``, the live rows, and
+    ``__colonnade_strata``) on this thread's cursor."""
     import duckdb
 
     from colonnade.store import _one_line
 
-    adapter = _live_sample(sample, state)
     with store._sessions.cursor() as cursor:
         con = cursor.con
-        con.register("__colonnade_sample", adapter)
+        table = _materialized(store, con, sample, state)
         con.register("__colonnade_strata", _strata_table(store, state))
         try:
-            return con.sql(sql).to_arrow_table()
+            return con.sql(sql.replace("__colonnade_sample", table)).to_arrow_table()
         except duckdb.Error as exc:
-            if adapter.errors:
-                raise adapter.errors[0] from None
             raise QueryError(_one_line(exc)) from None
         finally:
-            con.unregister("__colonnade_sample")
             con.unregister("__colonnade_strata")
+
+
+def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -> str:
+    """The name of a DuckDB table holding the sample's live rows as of ``state``: made once
+    per sample version by this store object (the sample is small; queries then read DuckDB's
+    own columns instead of decoding chunks and testing keys each time), replaced when the
+    sample has a newer version."""
+    import threading
+
+    name = f'"__colonnade_live_{state.name}"'
+    key = (state.snapshot.version, state.base_version)
+    lock = store.__dict__.setdefault("_live_lock", threading.Lock())
+    made: dict[str, Any] = store.__dict__.setdefault("_live_tables", {})
+    with lock:
+        if made.get(state.name) == key:
+            return name
+        adapter = _live_sample(sample, state)
+        con.register("__colonnade_sample_rows", adapter)
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM __colonnade_sample_rows")
+        except Exception:
+            if adapter.errors:
+                raise adapter.errors[0] from None
+            raise
+        finally:
+            con.unregister("__colonnade_sample_rows")
+        made[state.name] = key
+    return name
 
 
 def _live_sample(sample: Dataset, state: SampleState) -> Any:

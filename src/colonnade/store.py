@@ -16,7 +16,13 @@ import pyarrow as pa
 from duckdb import DuckDBPyConnection
 
 from colonnade.config import default_store_uri, parse_store_uri
-from colonnade.errors import DatasetExistsError, DatasetNotFoundError, QueryError, SchemaError
+from colonnade.errors import (
+    ColonnadeError,
+    DatasetExistsError,
+    DatasetNotFoundError,
+    QueryError,
+    SchemaError,
+)
 from colonnade.query.adapter import ColonnadeArrowDataset, use_where
 from colonnade.query.metadata import METADATA_TABLES, metadata_table
 from colonnade.query.session import Sessions, query_names
@@ -230,7 +236,20 @@ class Store:
             return False
 
     def drop_dataset(self, name: str) -> None:
-        self.chunk_store.drop_dataset(self.resolve(name))
+        """Drop dataset ``name`` and its samples."""
+        from colonnade.table.sample import sample_names
+
+        stored = self.resolve(name)
+        try:
+            samples = sample_names(self.dataset(stored).snapshot())
+        except ColonnadeError:  # a damaged log: the dataset is dropped all the same
+            samples = []
+        self.chunk_store.drop_dataset(stored)
+        for sample in samples:
+            try:
+                self.chunk_store.drop_dataset(sample)
+            except DatasetNotFoundError:
+                pass
 
     def reclaim_space(self) -> None:
         """Give the space of dropped and vacuumed data back to the file system now (the

@@ -258,3 +258,33 @@ def test_on_a_terminal_the_status_is_one_live_line(kafka_bootstrap: str, tmp_pat
     text = seen.decode("utf-8", "replace")
     assert "ev: 2,000 events (0 rejected)" in text and "lag 0:0" in text
     assert "\x1b[" in text  # redrawn in place (cursor movements), not printed line after line
+
+
+def test_a_sample_stays_current_while_a_stream_commits(
+        store: Store, kafka_bootstrap: str, tmp_path: Path) -> None:
+    """Every micro-batch maintains the dataset's sample: after the stream, the sample records
+    the last version, its populations are the table's rows per stratum, and a WITH ERROR count
+    per stratum column is exact."""
+    from colonnade.table.sample import state_of
+
+    topic = new_topic(kafka_bootstrap)
+    produce(kafka_bootstrap, topic, range(10_000))
+    options = StreamOptions(topic=topic, bootstrap=kafka_bootstrap, schema=SCHEMA, commit_interval=0.2,
+                            stop_when_idle=1.5, rejects=tmp_path / "rejects.jsonl")
+    run_stream(store, "ev", options)
+    store.create_sample("ev", "geo", 0.1, min_per_stratum=20)
+    commits: list[CommitEvent] = []
+    for start in (10_000, 20_000):  # two runs: at least two micro-batches
+        produce(kafka_bootstrap, topic, range(start, start + 10_000))
+        run_stream(store, "ev", options, on_commit=commits.append)
+    assert len(commits) >= 2
+    ds, sample = store.dataset("ev"), store.dataset("ev_by_geo")
+    state = state_of(sample, sample.snapshot())
+    assert state.base_version == ds.snapshot().version == commits[-1].version
+    assert {v: int(n) for v, n in zip(state.strata.values, state.strata.population, strict=True)} == \
+        {(f"G{g}",): 6_000 for g in range(5)}
+    exact = store.sql("SELECT geo, count(*) AS n FROM ev GROUP BY geo ORDER BY geo")
+    approx = store.sql("SELECT geo, count(*) AS n FROM ev GROUP BY geo ORDER BY geo WITH ERROR 0.1")
+    assert approx.to_pylist() == exact.to_pylist()
+    assert "sample ev_by_geo" in store.explain(
+        "SELECT geo, avg(bid) FROM ev GROUP BY geo WITH ERROR 0.5 BEHAVIOR 'do_nothing'").plan

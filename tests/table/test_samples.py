@@ -156,3 +156,10 @@ def test_an_append_racing_another_catches_the_sample_up_from_the_log(store: Stor
     assert raced and result.version == raced[0] + 1
     _check(store)
     assert store.dataset("imps").snapshot().rows == 10_000
+
+
+def test_dropping_a_dataset_drops_its_samples(store: Store) -> None:
+    store.create_dataset("imps", _rows(1, 0).schema).append(_rows(1_000, 1))
+    store.create_sample("imps", "geo", 0.1)
+    store.drop_dataset("imps")
+    assert "imps_by_geo" not in store and store.samples() == []

@@ -108,7 +108,8 @@ def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations
               help="Store to benchmark (default: the group's --store if given, else a scratch "
                    "SQLite store).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
-              default=Path("bench-results"), show_default=True, help="Where aqp.json, .md and .png go.")
+              default=Path("bench-results"), show_default=True,
+              help="Where aqp-<store kind>.json, .md and .png go.")
 @click.option("--fraction", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
               default=0.01, show_default=True, metavar="F", help="The sample's fraction.")
 @click.option("--queries", type=click.IntRange(min=1), default=500, show_default=True, metavar="Q",

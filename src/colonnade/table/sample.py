@@ -36,6 +36,7 @@ import pyarrow as pa
 from colonnade.config import WriteSettings
 from colonnade.errors import (
     CommitConflictError,
+    CorruptChunkError,
     DatasetExistsError,
     DatasetNotFoundError,
     SchemaError,
@@ -306,7 +307,8 @@ def catch_up(base: Dataset, sample: Dataset) -> SampleState:
                 _apply(base, sample, state, commits, target)
         except CommitConflictError:
             continue  # another process maintained it meanwhile: look again
-        except VersionNotFoundError:  # a version it needed was expired meanwhile
+        except (VersionNotFoundError, CorruptChunkError):
+            # a version it needed was expired, or segments a delete removed were vacuumed
             try:
                 _rebuild(base, sample, state.settings, target, current)
             except CommitConflictError:
