@@ -22,15 +22,20 @@ def _block(heading: str, language: str) -> str:
     return match.group(1)
 
 
-@pytest.mark.unit
-def test_cli_quick_start_runs_as_written(tmp_path: Path) -> None:
-    script = _block("## CLI quick start", "bash")
+def _run_block(heading: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The bash block under ``heading``, run as written in ``cwd`` with this build's commands."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("COLONNADE_STORE", None)
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", _block(heading, "bash")], cwd=cwd,
+                            env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.mark.unit
+def test_cli_quick_start_runs_as_written(tmp_path: Path) -> None:
+    result = _run_block("## CLI quick start", tmp_path)
     out = result.stdout
     # the sql answer, the explain numbers, the second ingest adding nothing, verify passing
     assert re.search(r"Lyon\s+20\.5", out), out
@@ -78,14 +83,7 @@ def test_approximate_answers_block_runs_as_written(tmp_path: Path) -> None:
         "publisher": pa.array([f"pub{p}" for p in rng.zipf(1.3, n) % 30]),
         "bid": pa.array(np.round(rng.random(n), 2)),
     }), tmp_path / "impressions.csv")
-    script = _block("## Approximate answers with error bounds", "bash")
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("COLONNADE_STORE", None)
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = _run_block("## Approximate answers with error bounds", tmp_path).stdout
     assert "created sample imps_by_geo_publisher" in out
     assert re.search(r"geo\s+total\s+err\s+low\s+high", out), out
     assert "answered from sample imps_by_geo_publisher of imps (fraction 0.02" in out
