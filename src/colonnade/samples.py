@@ -15,6 +15,8 @@ fraction '0.03' [, strataReservoirSize '50'])`` and ``DROP SAMPLE TABLE [IF EXIS
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ from colonnade.table.sample import (
 
 if TYPE_CHECKING:
     from colonnade.query.error_clause import ErrorClause
-    from colonnade.query.estimates import Approximable
+    from colonnade.query.estimates import Approximable, SampleQuery
     from colonnade.store import Store
 
 _CREATE = re.compile(r"(?is)^\s*create\s+sample\s+table\s+(?P<name>\w+)(?:\s+on\s+(?P<base>\w+))?"
@@ -189,6 +191,21 @@ class Approximate:
     sql: str
 
 
+#: What a query asks (analysed once per text) and its rewrite per clause and sample columns:
+#: both are pure functions of their keys.
+_ANALYSED: dict[str, Approximable | str] = {}
+_REWRITTEN: dict[tuple[str, ErrorClause, tuple[str, ...]], SampleQuery] = {}
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value``, forgetting the oldest entry of a full cache (threads may race: a lost
+    entry is computed again)."""
+    with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+        while len(cache) >= 512:
+            cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
 def answer(store: Store, query: str, version: int | None = None,
            versions: dict[str, int] | None = None) -> Approximate | None:
     """Answer a query that ends in ``WITH ERROR`` (None for any other query)."""
@@ -198,7 +215,10 @@ def answer(store: Store, query: str, version: int | None = None,
     head, clause = split_error_clause(query)
     if clause is None:
         return None
-    found = analyse(head)
+    found = _ANALYSED.get(head)
+    if found is None:
+        found = analyse(head)
+        _remember(_ANALYSED, head, found)
     if isinstance(found, str):
         return _exact(store, head, version, versions, found)
     q = found
@@ -216,8 +236,12 @@ def answer(store: Store, query: str, version: int | None = None,
         return Approximate(counted[0], SampleInfo.of(chosen), f"{reason}; the counts are its "
                            "strata's sizes (exact)", counted[1])
     sample = store._reader(chosen.name)
-    sq = sample_sql(q, clause, "__colonnade_sample", "__colonnade_strata",
-                    stratified_on=chosen.settings.on)
+    key = (head, clause, chosen.settings.on)
+    sq = _REWRITTEN.get(key)
+    if sq is None:
+        sq = sample_sql(q, clause, "__colonnade_sample", "__colonnade_strata",
+                        stratified_on=chosen.settings.on)
+        _remember(_REWRITTEN, key, sq)
     table = _run(store, sample, chosen, sq.sql)
     result = apply_behavior(table, sq, clause, lambda sql: store.sql(sql, version, versions))
     return Approximate(result, SampleInfo.of(chosen), reason, sq.sql)
@@ -274,49 +298,73 @@ def _counts_from_strata(store: Store, base: Dataset, q: Approximable, head: str,
 
 def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Table:
     """Run the sample query ``sql`` (reading ``__colonnade_sample``, the live rows, and
-    ``__colonnade_strata``) on this thread's cursor."""
+    ``__colonnade_strata``) on this thread's cursor, as a prepared statement kept per cursor:
+    a query asked again of the same sample version is not planned again (planning the estimator
+    query takes longer than running it)."""
     import duckdb
 
     from colonnade.store import _one_line
 
     with store._sessions.cursor() as cursor:
         con = cursor.con
-        table = _materialized(store, con, sample, state)
-        con.register("__colonnade_strata", _strata_table(store, state))
+        live, strata = _materialized(store, con, sample, state)
+        text = sql.replace("__colonnade_sample", live).replace("__colonnade_strata", strata)
+        prepared: dict[str, str] = cursor.__dict__.setdefault("prepared", {})
         try:
-            return con.sql(sql.replace("__colonnade_sample", table)).to_arrow_table()
+            name = prepared.get(text)
+            if name is None:
+                if len(prepared) >= PREPARED_KEPT:
+                    con.execute(f"DEALLOCATE {prepared.pop(next(iter(prepared)))}")
+                name = f"__colonnade_q{next(_PREPARED_IDS)}"
+                con.execute(f"PREPARE {name} AS {text}")
+                prepared[text] = name
+            return con.sql(f"EXECUTE {name}").to_arrow_table()
         except duckdb.Error as exc:
             raise QueryError(_one_line(exc)) from None
-        finally:
-            con.unregister("__colonnade_strata")
 
 
-def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -> str:
-    """The name of a DuckDB table holding the sample's live rows as of ``state``: made once
-    per sample version by this store object (the sample is small; queries then read DuckDB's
-    own columns instead of decoding chunks and testing keys each time), replaced when the
-    sample has a newer version."""
+#: Prepared sample queries kept per cursor.
+PREPARED_KEPT = 64
+_PREPARED_IDS = itertools.count()
+
+
+def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -> tuple[str, str]:
+    """DuckDB tables holding the sample's live rows and its strata as of ``state``: made once per
+    sample version by this store object (the sample is small; queries then read DuckDB's own
+    columns instead of decoding chunks and testing keys each time). Named by version, so a query
+    of one version never reads another's; the two newest versions are kept (a query of the one
+    before may still be running)."""
     import threading
 
-    name = f'"__colonnade_live_{state.name}"'
-    key = (state.snapshot.version, state.base_version)
     lock = store.__dict__.setdefault("_live_lock", threading.Lock())
-    made: dict[str, Any] = store.__dict__.setdefault("_live_tables", {})
+    made: dict[str, list[tuple[int, str]]] = store.__dict__.setdefault("_live_tables", {})
     with lock:
-        if made.get(state.name) == key:
-            return name
+        tags = made.setdefault(state.name, [])
+        for version, tag in tags:
+            if version == state.snapshot.version:
+                return f'"__colonnade_live_{tag}"', f'"__colonnade_strata_{tag}"'
+        # a name never used before: no statement prepared on an older table can match it
+        tag = f"{state.name}_{state.snapshot.version}_{next(_PREPARED_IDS)}"
+        live, strata = f'"__colonnade_live_{tag}"', f'"__colonnade_strata_{tag}"'
         adapter = _live_sample(sample, state)
         con.register("__colonnade_sample_rows", adapter)
+        con.register("__colonnade_strata_rows", _strata_table(store, state))
         try:
-            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM __colonnade_sample_rows")
+            con.execute(f"CREATE OR REPLACE TABLE {live} AS SELECT * FROM __colonnade_sample_rows")
+            con.execute(f"CREATE OR REPLACE TABLE {strata} AS SELECT * FROM __colonnade_strata_rows")
         except Exception:
             if adapter.errors:
                 raise adapter.errors[0] from None
             raise
         finally:
             con.unregister("__colonnade_sample_rows")
-        made[state.name] = key
-    return name
+            con.unregister("__colonnade_strata_rows")
+        tags.append((state.snapshot.version, tag))
+        while len(tags) > 2:
+            _, old = tags.pop(0)
+            con.execute(f'DROP TABLE IF EXISTS "__colonnade_live_{old}"')
+            con.execute(f'DROP TABLE IF EXISTS "__colonnade_strata_{old}"')
+    return live, strata
 
 
 def _live_sample(sample: Dataset, state: SampleState) -> Any:

@@ -29,6 +29,7 @@ from colonnade.query.session import Sessions, query_names
 from colonnade.query.stats_answers import Answered, StatsAnswers
 from colonnade.query.where import statement_kinds
 from colonnade.schema.spec import DatasetSpec
+from colonnade.statements import EXTENDED, Statement, _one_line, split_statements
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from colonnade.ingest.pipeline import IngestResult
     from colonnade.samples import SampleInfo
 
-#: Statements answered by :mod:`colonnade.samples` (checked before anything is parsed).
-EXTENDED = re.compile(r"(?is)\bwith\s+error\b|\b(create|drop)\s+sample\s+table\b")
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
 
@@ -523,62 +522,10 @@ def _checked_batches(reader: pa.RecordBatchReader,
         raise QueryError(_one_line(exc)) from None
 
 
-@dataclass(frozen=True)
-class Statement:
-    """One statement of a SQL script; ``answers`` is False for those that return nothing to
-    show (``SET``, ``CREATE``, ``DROP``, ``BEGIN``...)."""
-
-    text: str
-    answers: bool
-
-
-def split_statements(text: str) -> list[Statement]:
-    """The statements of a SQL script, split by DuckDB's own parser (so a ``;`` inside a string
-    or a comment doesn't split); empty statements are dropped."""
-    try:
-        parsed = duckdb.extract_statements(text)
-    except duckdb.Error as exc:
-        if not EXTENDED.search(text):
-            raise QueryError(_one_line(exc)) from None
-        return _split_extended(text)
-    return [Statement(s.query.strip(), duckdb.ExpectedResultType.NOTHING not in s.expected_result_type)
-            for s in parsed if s.query.strip().strip(";").strip()]
-
-
-def _split_extended(text: str) -> list[Statement]:
-    """:func:`split_statements` for a script holding statements DuckDB doesn't parse (see
-    :data:`EXTENDED`): split at each ``;`` outside parentheses, strings and comments."""
-    import sqlglot
-    from sqlglot.tokens import TokenType
-
-    try:
-        tokens = sqlglot.tokenize(text, read="duckdb")
-    except sqlglot.errors.SqlglotError as exc:
-        raise QueryError(_one_line(exc)) from None
-    pieces, start, depth = [], 0, 0
-    for token in tokens:
-        depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
-        if token.token_type == TokenType.SEMICOLON and depth == 0:
-            pieces.append(text[start:token.start])
-            start = token.end + 1
-    pieces.append(text[start:])
-    out: list[Statement] = []
-    for piece in (p.strip() for p in pieces):
-        if not piece:
-            continue
-        out.extend([Statement(piece, True)] if EXTENDED.search(piece) else split_statements(piece))
-    return out
-
-
 def _reraise_scan_error(registered: dict[str, ColonnadeArrowDataset]) -> None:
     for adapter in registered.values():
         if adapter.errors:
             raise adapter.errors[0]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return " ".join(line.strip() for line in text if line.strip())[:500]
 
 
 def _sql_names(names: list[str]) -> list[str]:

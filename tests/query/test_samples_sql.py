@@ -164,3 +164,17 @@ def test_counts_over_the_sample_columns_are_the_strata_sizes(imps: Store) -> Non
     assert "the counts are its strata's sizes" in imps.explain(sql + " WITH ERROR 0.05").plan
     unaliased = "SELECT pub, count(*) FROM imps GROUP BY pub ORDER BY pub"
     assert imps.sql(unaliased + " WITH ERROR 0.05") == imps.sql(unaliased)
+
+
+def test_a_script_splits_around_sample_statements() -> None:
+    from colonnade.statements import split_statements
+
+    script = ("CREATE SAMPLE TABLE s ON t OPTIONS (qcs 'a;b', fraction '0.1');\n"
+              "SELECT 'x;y' AS v; -- a comment; with error\n"
+              "SELECT a, count(*) FROM t GROUP BY a WITH ERROR 0.1 BEHAVIOR 'strict';")
+    found = split_statements(script)
+    assert [s.text for s in found] == [
+        "CREATE SAMPLE TABLE s ON t OPTIONS (qcs 'a;b', fraction '0.1')",
+        "SELECT 'x;y' AS v",
+        "-- a comment; with error\nSELECT a, count(*) FROM t GROUP BY a WITH ERROR 0.1 BEHAVIOR 'strict'"]
+    assert all(s.answers for s in found)
