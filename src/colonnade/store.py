@@ -17,7 +17,6 @@ from duckdb import DuckDBPyConnection
 
 from colonnade.config import default_store_uri, parse_store_uri
 from colonnade.errors import (
-    ColonnadeError,
     DatasetExistsError,
     DatasetNotFoundError,
     QueryError,
@@ -241,7 +240,7 @@ class Store:
         stored = self.resolve(name)
         try:
             samples = sample_names(self.dataset(stored).snapshot())
-        except ColonnadeError:  # a damaged log: the dataset is dropped all the same
+        except Exception:  # noqa: BLE001 - one that can't be read is dropped all the same
             samples = []
         self.chunk_store.drop_dataset(stored)
         for sample in samples:
