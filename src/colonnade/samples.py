@@ -309,7 +309,7 @@ def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Tabl
         con = cursor.con
         live, strata = _materialized(store, con, sample, state)
         text = sql.replace("__colonnade_sample", live).replace("__colonnade_strata", strata)
-        prepared: dict[str, str] = cursor.__dict__.setdefault("prepared", {})
+        prepared = cursor.prepared
         try:
             name = prepared.get(text)
             if name is None:
@@ -334,11 +334,8 @@ def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -
     columns instead of decoding chunks and testing keys each time). Named by version, so a query
     of one version never reads another's; the two newest versions are kept (a query of the one
     before may still be running)."""
-    import threading
-
-    lock = store.__dict__.setdefault("_live_lock", threading.Lock())
-    made: dict[str, list[tuple[int, str]]] = store.__dict__.setdefault("_live_tables", {})
-    with lock:
+    made = store._live_tables
+    with store._live_lock:
         tags = made.setdefault(state.name, [])
         for version, tag in tags:
             if version == state.snapshot.version:
@@ -480,7 +477,7 @@ def _state(store: Store, sample: Dataset) -> SampleState:
     """The sample's latest state, read once per version by this store object (queries of a
     version read its strata once)."""
     snapshot = sample.snapshot()
-    cache: dict[str, Any] = store.__dict__.setdefault("_sample_states", {})
+    cache = store._sample_states
     kept = cache.get(sample.name)
     if kept is not None and kept[0] is snapshot:
         return kept[1]  # type: ignore[no-any-return]
@@ -490,7 +487,7 @@ def _state(store: Store, sample: Dataset) -> SampleState:
 
 
 def _strata_table(store: Store, state: SampleState) -> pa.Table:
-    kept = store.__dict__.get("_sample_states", {}).get(state.name)
+    kept = store._sample_states.get(state.name)
     if kept is not None and kept[1] is state:
         return kept[2]  # type: ignore[no-any-return]
     return state.strata_table()

@@ -91,6 +91,11 @@ class Store:
         # {lowercase: stored name} of the datasets SQL can name, as last listed: queries use it
         # while it names what they read (see ``_sql_datasets``)
         self._listed: dict[str, str] | None = None
+        # samples (see colonnade.samples): each one's state as last read, by name, and its live
+        # rows as DuckDB tables, by name: [(sample version, table tag)]
+        self._sample_states: dict[str, tuple[Any, Any, pa.Table]] = {}
+        self._live_lock = threading.Lock()
+        self._live_tables: dict[str, list[tuple[int, str]]] = {}
 
     @property
     def uri(self) -> str:

@@ -23,6 +23,8 @@ def test_batches_keep_what_the_definition_keeps(seed: int) -> None:
     n = int(rng.integers(0, 3000))
     ids = rng.integers(0, 6, n)
     keys = rng.random(n)
+    if seed % 3 == 0:  # keys equal, or a few units in the last place apart (ties when merged)
+        keys = np.floor(keys * 20) / 20 + rng.integers(0, 8, n) * np.spacing(keys)
     strata = Strata(f, k, [Stratum(i, (f"s{i}",)) for i in range(6)])
     cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 8))))
     admitted = np.zeros(n, dtype=bool)

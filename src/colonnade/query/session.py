@@ -34,6 +34,7 @@ class _Cursor:
         self.con = con
         self.registered: set[str] = set()
         self.busy = False  # a streamed answer of this thread is open on it
+        self.prepared: dict[str, str] = {}  # prepared sample queries: SQL text -> statement name
 
 
 class Sessions:

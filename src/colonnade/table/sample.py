@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -234,17 +235,69 @@ def maintain(base: Dataset, admitted: Admission | None = None, version: int | No
             catch_up(base, sample)
 
 
+class _Held:
+    """Batches held until :data:`ADMIT_ROWS` rows or more are (admitted together, they merge
+    the strata above the floor once)."""
+
+    def __init__(self) -> None:
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch] | None:
+        """Hold ``batch``; every batch held, once there are enough."""
+        self.batches.append(batch)
+        self.rows += batch.num_rows
+        return self.take() if self.rows >= ADMIT_ROWS else None
+
+    def take(self) -> list[pa.RecordBatch]:
+        out, self.batches, self.rows = self.batches, [], 0
+        return out
+
+
+class _Admitter:
+    """Rows admitted into one sample's strata, :data:`ADMIT_ROWS` or more at a time (each
+    admission merges the strata above the floor once), and the sample rows they gave."""
+
+    def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str]) -> None:
+        self.state = state
+        self.rng = rng
+        self.columns = list(columns)
+        self.rows: list[pa.Table] = []
+        self._held = _Held()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        full = self._held.add(batch)
+        if full:
+            self.admit(full)
+
+    def flush(self) -> None:
+        self.admit(self._held.take())
+
+    def admit(self, batches: list[pa.RecordBatch]) -> None:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        strata = self.state.strata
+        ids = strata.ids(pa.Table.from_batches(batches), self.state.settings.on)
+        positions, keys = strata.admit(ids, Keys.drawn(len(ids), self.rng))
+        if len(positions):
+            self.rows.append(_sample_rows(batches, ids, positions, keys, self.columns))
+
+
 class Admission:
     """The sample rows of an append, admitted while it writes its rows (so they are not read
-    back after its commit). Used only if the append's commit is the version right after the
-    one it read and no one committed to the sample meanwhile; otherwise the sample catches up
-    from the log, and what was admitted here is dropped."""
+    back after its commit), on a thread of their own (the append's encoding goes on meanwhile).
+    Used only if the append's commit is the version right after the one it read and no one
+    committed to the sample meanwhile; otherwise the sample catches up from the log, and what
+    was admitted here is dropped."""
 
     def __init__(self, base: Dataset, read: Snapshot) -> None:
         self.read_version = read.version
-        self.parts: list[tuple[Dataset, SampleState, np.random.Generator, list[pa.Table]]] = []
-        self._held: list[pa.RecordBatch] = []
-        self._columns = [f.name for f in base.schema_at(read)]
+        self.parts: list[tuple[Dataset, _Admitter]] = []
+        self._held = _Held()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+        columns = [f.name for f in base.schema_at(read)]
         for name in sample_names(read):
             sample = _sample_dataset(base, name)
             if sample is None:
@@ -254,34 +307,49 @@ class Admission:
                 continue  # behind: it catches up from the log after the commit
             # the keys of the version it commits if it is used (the log's reading draws others)
             rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
-            self.parts.append((sample, state, rng, []))
+            self.parts.append((sample, _Admitter(state, rng, columns)))
 
     def add(self, batch: pa.RecordBatch) -> None:
-        self._held.append(batch)
-        if sum(b.num_rows for b in self._held) >= ADMIT_ROWS:
-            self._admit()
-
-    def _admit(self) -> None:
-        if not self._held:
+        if not self.parts:
             return
-        table = pa.Table.from_batches(self._held)
-        self._held = []
-        for _, state, rng, rows in self.parts:
-            ids = state.strata.ids(table, state.settings.on)
-            positions, keys = state.strata.admit(ids, Keys.drawn(table.num_rows, rng))
-            if len(positions):
-                rows.append(_sample_rows(table, ids, positions, keys, self._columns))
+        full = self._held.add(batch)
+        if full:
+            self._submit(full)
+
+    def _submit(self, held: list[pa.RecordBatch]) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-sample")
+        self._pending.append(self._pool.submit(self._admit, held))
+
+    def _admit(self, batches: list[pa.RecordBatch]) -> None:
+        for _, admitter in self.parts:
+            admitter.admit(batches)
+
+    def _finish(self, cancel: bool) -> None:
+        """Wait for the admissions under way (or drop those not started, with ``cancel``);
+        the first error of one is raised."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=cancel)
+            self._pool = None
+        pending, self._pending = self._pending, []
+        for future in pending:
+            if not future.cancelled():
+                future.result()
 
     def commit(self, version: int) -> None:
         """The append committed ``version``: commit each sample's rows, if still valid."""
         if version != self.read_version + 1:
+            self._finish(cancel=True)
             return
-        self._admit()
-        for sample, state, _, rows in self.parts:
+        if self._held.batches:
+            self._submit(self._held.take())
+        self._finish(cancel=False)
+        for sample, admitter in self.parts:
+            state = admitter.state
             if sample.snapshot().version != state.snapshot.version:
                 continue  # maintained meanwhile by another process
             try:
-                _commit(sample, state.settings, state.snapshot, state.strata, version, rows, ())
+                _commit(sample, state.settings, state.snapshot, state.strata, version, admitter.rows, ())
             except CommitConflictError:
                 continue
 
@@ -301,7 +369,7 @@ def catch_up(base: Dataset, sample: Dataset) -> SampleState:
             commits = []
         try:
             if len(commits) != target.version - state.base_version or any(
-                    _needs_rebuild(c, base, state) for c in commits):
+                    _needs_rebuild(c) for c in commits):
                 _rebuild(base, sample, state.settings, target, current)
             else:
                 _apply(base, sample, state, commits, target)
@@ -316,7 +384,7 @@ def catch_up(base: Dataset, sample: Dataset) -> SampleState:
     return state_of(sample, sample.snapshot())
 
 
-def _needs_rebuild(commit: Commit, base: Dataset, state: SampleState) -> bool:
+def _needs_rebuild(commit: Commit) -> bool:
     if commit.schema is not None:
         return True
     if commit.kind in ("compact", "set_properties", "delete") or not commit.removed:
@@ -324,37 +392,30 @@ def _needs_rebuild(commit: Commit, base: Dataset, state: SampleState) -> bool:
     return True  # an overwrite, or an unknown operation that removed rows
 
 
-def _sample_rows(table: pa.Table, ids: np.ndarray, positions: np.ndarray, keys: np.ndarray,
-                 columns: Sequence[str]) -> pa.Table:
-    picked = table.select(list(columns)).take(pa.array(positions))
+def _sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.ndarray,
+                 keys: np.ndarray, columns: Sequence[str]) -> pa.Table:
+    """Rows ``positions`` (sorted) of ``batches`` taken as one, with their stratum and key."""
+    starts = np.cumsum([0, *(b.num_rows for b in batches)])
+    cuts = np.searchsorted(positions, starts)
+    parts = [batch.select(list(columns)).take(pa.array(positions[lo:hi] - start))
+             for batch, start, lo, hi in zip(batches, starts, cuts, cuts[1:], strict=False) if hi > lo]
+    picked = pa.Table.from_batches(parts)
     return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
         .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
 
 
 def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: SampleState,
-                columns: Sequence[str]) -> Iterator[pa.Table]:
+                columns: Sequence[str]) -> list[pa.Table]:
     """Admit the rows ``commit`` added (their keys drawn from a generator seeded by the
-    sample's seed and the commit's version), :data:`ADMIT_ROWS` or more at a time; yield the
-    sample rows they give."""
-    segments = commit.added
-    if not segments:
-        return
-    rng = np.random.default_rng([state.settings.seed, 0, commit.version])
-    scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=segments))
-    held: list[pa.RecordBatch] = []
-    for batch in [*scan.to_batches(), None]:
-        if batch is not None:
-            held.append(batch)
-            if sum(b.num_rows for b in held) < ADMIT_ROWS:
-                continue
-        if not held:
-            break
-        table = pa.Table.from_batches(held)
-        held = []
-        ids = state.strata.ids(table, state.settings.on)
-        positions, keys = state.strata.admit(ids, Keys.drawn(table.num_rows, rng))
-        if len(positions):
-            yield _sample_rows(table, ids, positions, keys, columns)
+    sample's seed and the commit's version); the sample rows they give."""
+    if not commit.added:
+        return []
+    admitter = _Admitter(state, np.random.default_rng([state.settings.seed, 0, commit.version]), columns)
+    scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=commit.added))
+    for batch in scan.to_batches():
+        admitter.add(batch)
+    admitter.flush()
+    return admitter.rows
 
 
 def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Commit],
@@ -372,7 +433,8 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
             compacting = True
         elif commit.kind == "delete":
             before = base.snapshot(commit.version - 1)
-            gone = {s.segment: s for s in before.segments if s.segment in set(commit.removed)}
+            removed_ = set(commit.removed)
+            gone = {s.segment: s for s in before.segments if s.segment in removed_}
             for segs, sign in ((tuple(gone.values()), 1), (commit.added, -1)):
                 for batch in Scan(base, tuple(state.settings.on),
                                   snapshot=replace(before, segments=segs)).to_batches():
@@ -393,12 +455,10 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
     if compacting:  # rewrite the whole sample without the rows that left it
         for entry, table in _stored(sample, state.snapshot, rewrite):
             rewrite[entry] = table
-        pending = [*rewrite.values(), *pending]
+    removed = tuple(rewrite)
+    pending = [*rewrite.values(), *pending]
+    if compacting:
         pending = [_live(t, state.strata) for t in pending]
-        removed = tuple(rewrite)
-    else:
-        removed = tuple(rewrite)
-        pending = [*rewrite.values(), *pending]
     _commit(sample, state.settings, state.snapshot, state.strata, target.version, pending, removed)
 
 

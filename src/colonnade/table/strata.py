@@ -120,15 +120,18 @@ class Strata:
         self.by_values: dict[tuple[Any, ...], int] = {v: i for i, v in enumerate(self.values) if v is not None}
         self.dirty = np.zeros(size, dtype=bool)
         self.created = np.zeros(size, dtype=bool)
-        #: (stratum ids, keys) of the live rows of the strata above the floor, unordered; None
-        #: until first needed, then read from the sample's rows (``live_keys``)
+        #: (stratum ids, keys) of the live rows of the strata above the floor, sorted by both;
+        #: None until first needed, then read from the sample's rows (``live_keys``)
         self._live: tuple[np.ndarray, np.ndarray] | None = None
         if not given or all(st.keys is not None for st in given):  # a new sample: no rows yet
-            ids = [st.id for st in given for _ in (st.keys or [])]
-            self._live = (np.array(ids, dtype=np.int64),
-                          np.array([k for st in given for k in (st.keys or [])], dtype=np.float64))
+            ids = np.array([st.id for st in given for _ in (st.keys or [])], dtype=np.int64)
+            keys_ = np.array([k for st in given for k in (st.keys or [])], dtype=np.float64)
+            order = np.lexsort((keys_, ids))
+            self._live = (ids[order], keys_[order])
         self._live_keys = live_keys
         self._columns: list[dict[Any, int]] = []  # per key column: value -> index
+        #: per key column: (type, the set of its known values in index order), to look values up
+        self._lookups: list[tuple[pa.DataType, pc.SetLookupOptions] | None] = []
         self._sizes: tuple[int, ...] = ()
         self._codes = np.zeros(0, dtype=np.int64)  # combined value indices -> stratum id (-1)
 
@@ -230,15 +233,14 @@ class Strata:
             for values in self.by_values:
                 for known, v in zip(self._columns, values, strict=True):
                     known.setdefault(v, len(known))
+        if len(self._lookups) != len(columns):
+            self._lookups = [None] * len(columns)
         indices = []
-        for name, known in zip(columns, self._columns, strict=True):
-            encoded = pc.dictionary_encode(batch.column(name), null_encoding="encode")
-            if isinstance(encoded, pa.ChunkedArray):
-                encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
-            mapping = np.array([known.setdefault(v, len(known)) for v in encoded.dictionary.to_pylist()],
-                               dtype=np.int64)
-            indices.append(mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
-                           else np.zeros(batch.num_rows, dtype=np.int64))
+        for at, name in enumerate(columns):
+            column = batch.column(name)
+            parts = [self._indices(at, chunk) for chunk in
+                     (column.chunks if isinstance(column, pa.ChunkedArray) else [column]) if len(chunk)]
+            indices.append(np.concatenate(parts) if len(parts) != 1 else parts[0])
         sizes = tuple(len(k) for k in self._columns)
         if sizes != self._sizes:
             self._index_codes(sizes)
@@ -258,6 +260,27 @@ class Strata:
                 self._codes[self._code_of(key, sizes)] = self.stratum(key)
             found = self._codes[codes]
         return found
+
+    def _indices(self, at: int, chunk: pa.Array) -> np.ndarray:
+        """The index of each value of ``chunk`` among the known values of key column ``at``
+        (new values are added): looked up in the set of known values (no dictionary built per
+        chunk), or, when some are new, dictionary-encoded and the set grown."""
+        known = self._columns[at]
+        lookup = self._lookups[at]
+        if lookup is not None and lookup[0] == chunk.type:
+            found = pc.index_in(chunk, options=lookup[1])
+            if found.null_count == 0:
+                return found.to_numpy(zero_copy_only=False)  # int32
+        encoded = pc.dictionary_encode(chunk, null_encoding="encode")
+        mapping = np.array([known.setdefault(v, len(known)) for v in encoded.dictionary.to_pylist()],
+                           dtype=np.int32)
+        if not pa.types.is_dictionary(chunk.type):
+            try:  # in index order: ``known`` keeps the order values were added in
+                values = pa.array(list(known), type=chunk.type)
+                self._lookups[at] = (chunk.type, pc.SetLookupOptions(values, skip_nulls=False))
+            except (pa.ArrowException, TypeError, ValueError):
+                self._lookups[at] = None
+        return mapping[encoded.indices.to_numpy(zero_copy_only=False)]
 
     def _code_of(self, values: tuple[Any, ...], sizes: tuple[int, ...]) -> int:
         code = 0
@@ -283,13 +306,18 @@ class Strata:
             ids = np.asarray(ids, dtype=np.int64)
             keys = np.asarray(keys, dtype=np.float64)
             keep = (keys <= self.threshold[ids]) & (self.threshold[ids] > self.fraction)
-            self._live = (ids[keep], keys[keep])
+            ids, keys = ids[keep], keys[keep]
+            order = np.lexsort((keys, ids))
+            self._live = (ids[order], keys[order])
         return self._live
 
     def admit(self, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.ndarray]:
         """Add rows (their stratum ids, in arrival order) to the strata; the positions of those
         the sample keeps, and their keys. Only the keys that matter are looked at: those of
-        rows of strata above the floor, and which rows of the others fall at most at F."""
+        rows of strata above the floor, and which rows of the others fall at most at F. The
+        candidates of the strata above the floor (key at most the threshold: a few per cent of
+        their rows) are merged into their live keys, kept sorted by (stratum, key); each
+        touched stratum's K-th smallest key is then read off."""
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         size = len(self.values)
@@ -301,31 +329,34 @@ class Strata:
         self.kept += np.bincount(ids[at_floor], minlength=size)
         rows_above = np.flatnonzero(above[ids])
         if len(rows_above):  # their thresholds fall to the K-th smallest key
-            row_keys = keys.of(rows_above, np.isin(rows_above, hits, assume_unique=True))
-            candidate = row_keys <= self.threshold[ids[rows_above]]
-            c_rows, c_keys = rows_above[candidate], row_keys[candidate]
-            c_ids = ids[c_rows]
+            low = np.zeros(len(ids), dtype=bool)
+            low[hits] = True
+            row_keys = keys.of(rows_above, low[rows_above])
+            above_ids = ids[rows_above]
+            candidate = row_keys <= self.threshold[above_ids]
+            c_ids, c_keys, c_rows = above_ids[candidate], row_keys[candidate], rows_above[candidate]
+            c_order = _ordered(c_ids, c_keys)
+            order = np.argsort(c_order)  # one float sort: ties are checked for below
+            c_ids, c_keys, c_rows, c_order = c_ids[order], c_keys[order], c_rows[order], c_order[order]
             live_ids, live_keys = self._ensure_live()
-            touched = np.zeros(size, dtype=bool)
-            touched[c_ids] = True
-            mine = touched[live_ids]
-            all_ids = np.concatenate([live_ids[mine], c_ids])
-            all_keys = np.concatenate([live_keys[mine], c_keys])
-            origin = np.concatenate([np.full(int(mine.sum()), -1, dtype=np.int64), c_rows])
-            order = np.lexsort((all_keys, all_ids))
-            all_ids, all_keys, origin = all_ids[order], all_keys[order], origin[order]
-            which = np.flatnonzero(touched)
+            at = np.searchsorted(_ordered(live_ids, live_keys), c_order)
+            all_ids = np.insert(live_ids, at, c_ids)
+            all_keys = np.insert(live_keys, at, c_keys)
+            origin = np.insert(np.full(len(live_ids), -1, dtype=np.int64), at, c_rows)
+            if not _sorted(all_ids, all_keys):  # keys a rounding apart: merge exactly
+                exact = np.lexsort((all_keys, all_ids))
+                all_ids, all_keys, origin = all_ids[exact], all_keys[exact], origin[exact]
+            which = np.unique(c_ids)
             starts = np.searchsorted(all_ids, which)
-            have = np.bincount(all_ids, minlength=size)[which]
+            have = np.searchsorted(all_ids, which, side="right") - starts
             grown = self.population[which] + counts[which] > self.min_rows
-            kth = all_keys[np.minimum(starts + self.min_rows - 1, max(len(all_keys) - 1, 0))]
+            kth = all_keys[np.minimum(starts + self.min_rows - 1, len(all_keys) - 1)]
             falls = grown & (have >= self.min_rows)
             self.threshold[which] = np.where(falls, np.maximum(self.fraction, kth), self.threshold[which])
             keep = all_keys <= self.threshold[all_ids]
             self.kept[which] = np.bincount(all_ids[keep], minlength=size)[which]
             stays = keep & (self.threshold[all_ids] > self.fraction)
-            self._live = (np.concatenate([live_ids[~mine], all_ids[stays]]),
-                          np.concatenate([live_keys[~mine], all_keys[stays]]))
+            self._live = (all_ids[stays], all_keys[stays])
             new = keep & (origin >= 0)
             rows.append(origin[new])
             found.append(all_keys[new])
@@ -372,3 +403,16 @@ class Strata:
             "__samp_n": pa.array(self.kept[present], pa.int64()),
             "__t": pa.array(self.threshold[present], pa.float64()),
         })
+
+
+def _ordered(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """One float per (stratum, key) in their order (``2 id + key``: strata never overlap; keys
+    of one stratum less than a rounding apart may tie, see :func:`_sorted`)."""
+    return ids * 2.0 + keys
+
+
+def _sorted(ids: np.ndarray, keys: np.ndarray) -> bool:
+    """Whether (ids, keys) is sorted by both, exactly."""
+    if len(ids) < 2:
+        return True
+    return bool(np.all((ids[1:] > ids[:-1]) | ((ids[1:] == ids[:-1]) & (keys[1:] >= keys[:-1]))))
