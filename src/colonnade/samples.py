@@ -195,6 +195,8 @@ class Approximate:
 #: both are pure functions of their keys.
 _ANALYSED: dict[str, Approximable | str] = {}
 _REWRITTEN: dict[tuple[str, ErrorClause, tuple[str, ...]], SampleQuery] = {}
+#: count queries answered from strata sizes: (query, sample columns) -> SQL on the strata
+_COUNTED: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
@@ -231,7 +233,7 @@ def answer(store: Store, query: str, version: int | None = None,
     chosen, reason = choose(store, base, q, at)
     if chosen is None:
         return _exact(store, exact_sql(q), version, versions, reason)
-    counted = _counts_from_strata(store, base, q, head, chosen)
+    counted = _counts_from_strata(store, q, head, chosen)
     if counted is not None:
         return Approximate(counted[0], SampleInfo.of(chosen), f"{reason}; the counts are its "
                            "strata's sizes (exact)", counted[1])
@@ -250,7 +252,7 @@ def answer(store: Store, query: str, version: int | None = None,
 _ERROR_FUNCTIONS = re.compile(r"(?i)\b(absolute_error|relative_error|lower_bound|upper_bound)\s*\(")
 
 
-def _counts_from_strata(store: Store, base: Dataset, q: Approximable, head: str,
+def _counts_from_strata(store: Store, q: Approximable, head: str,
                         state: SampleState) -> tuple[pa.Table, str] | None:
     """The answer of a query whose aggregates are all ``count(*)`` and whose WHERE, GROUP BY and
     HAVING read only the sample's columns, from the sizes of its strata (exact: each stratum's
@@ -267,33 +269,47 @@ def _counts_from_strata(store: Store, base: Dataset, q: Approximable, head: str,
     if (any(a.kind != "count_star" for a in q.aggregates) or not q.columns <= on
             or _ERROR_FUNCTIONS.search(head)):
         return None
-    tree = sqlglot.parse_one(exact_sql(q), read="duckdb")
+    sql = _COUNTED.get((head, state.settings.on))
+    if sql is None:
+        tree = sqlglot.parse_one(exact_sql(q), read="duckdb")
 
-    def counted(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
-            return exp.cast(exp.func("sum", exp.column("__pop_n")), exp.DataType.build("BIGINT"))
-        if isinstance(node, exp.Table):
-            node.set("this", exp.to_identifier("__colonnade_strata_values"))
-            node.set("db", None)
-            node.set("catalog", None)
-        return node
+        def counted(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+                return exp.cast(exp.func("sum", exp.column("__pop_n")), exp.DataType.build("BIGINT"))
+            if isinstance(node, exp.Table):
+                node.set("this", exp.to_identifier("__colonnade_strata_values"))
+                node.set("db", None)
+                node.set("catalog", None)
+            return node
 
-    sql = tree.transform(counted).sql(dialect="duckdb")
-    schema = base.schema_at(base.snapshot(state.base_version))
-    present = [i for i, v in enumerate(state.strata.values)
-               if v is not None and state.strata.population[i] > 0]
-    columns = {name: pa.array([state.strata.values[i][j] for i in present],  # type: ignore[index]
-                              schema.field(name).type) for j, name in enumerate(state.settings.on)}
-    columns["__pop_n"] = pa.array(state.strata.population[present], pa.int64())
+        sql = tree.transform(counted).sql(dialect="duckdb")
+        _remember(_COUNTED, (head, state.settings.on), sql)
     with store._sessions.cursor() as cursor:
         con = cursor.con
-        con.register("__colonnade_strata_values", pa.table(columns))
+        con.register("__colonnade_strata_values", _strata_values(store, state))
         try:
             return con.sql(sql).to_arrow_table(), sql
         except duckdb.Error as exc:
             raise QueryError(_one_line(exc)) from None
         finally:
             con.unregister("__colonnade_strata_values")
+
+
+def _strata_values(store: Store, state: SampleState) -> pa.Table:
+    """The key values and population of every stratum with rows (one table per sample state
+    kept by this store object)."""
+    kept = store._sample_values.get(state.name)
+    if kept is not None and kept[0] is state:
+        return kept[1]
+    schema = store._reader(state.name).schema_at(state.snapshot)
+    present = [i for i, v in enumerate(state.strata.values)
+               if v is not None and state.strata.population[i] > 0]
+    columns = {name: pa.array([state.strata.values[i][j] for i in present],  # type: ignore[index]
+                              schema.field(name).type) for j, name in enumerate(state.settings.on)}
+    columns["__pop_n"] = pa.array(state.strata.population[present], pa.int64())
+    table = pa.table(columns)
+    store._sample_values[state.name] = (state, table)
+    return table
 
 
 def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Table:
@@ -439,11 +455,12 @@ def choose(store: Store, base: Dataset, q: Approximable, version: int | None
     """The sample to answer ``q`` at base ``version`` (latest if None), and why; or None and
     why none."""
     wanted = {c.lower() for c in q.columns}
-    target = base.snapshot(version)
-    latest = version is None or target.version == base.snapshot().version
+    newest = base.snapshot()
+    target = newest if version is None else base.snapshot(version)
+    latest = target.version == newest.version
     candidates: list[tuple[tuple[int, int, int], SampleState]] = []
     why: list[str] = []
-    for name in sample_names(target if not latest else base.snapshot()):
+    for name in sample_names(newest if latest else target):
         try:
             sample = store._reader(name)
             state = _state(store, sample)

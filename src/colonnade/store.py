@@ -96,6 +96,7 @@ class Store:
         self._sample_states: dict[str, tuple[Any, Any, pa.Table]] = {}
         self._live_lock = threading.Lock()
         self._live_tables: dict[str, list[tuple[int, str]]] = {}
+        self._sample_values: dict[str, tuple[Any, pa.Table]] = {}  # strata values, by sample
 
     @property
     def uri(self) -> str:
