@@ -170,13 +170,18 @@ def _check_report(report: dict[str, Any], out: Path, kind: str) -> None:
 @pytest.mark.kafka
 def test_bench_on_the_embedded_store(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    run = _bench(out, "--bootstrap", kafka_bootstrap, "--references", "ceiling,duckdb")
+    run = _bench(out, "--bootstrap", kafka_bootstrap, "--references", "ceiling,duckdb",
+                 "--sample-on", "geo,publisher")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "main phase" in run.stderr and "Traceback" not in run.stderr
     report = json.loads((out / "adimpressions-sqlite.json").read_text())
     _check_report(report, out, "sqlite")
     assert report["preload"] is False and report["produced"][0]["phase"] == "main"
     assert "cassandra" not in report["references"]
+    # the stream kept the sample current: it represents the last commit
+    [sample] = report["final"]["samples"]
+    assert report["sample"]["on"] == ["geo", "publisher"] and sample["rows"] > 0
+    assert "sample kept current by every commit" in (out / "adimpressions-sqlite.md").read_text()
 
 
 @pytest.mark.kafka

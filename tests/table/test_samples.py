@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -137,6 +138,30 @@ def test_a_failure_while_sampling_an_append_warns_and_the_next_commit_catches_up
     monkeypatch.undo()
     assert result.version == ds.snapshot().version and ds.snapshot().rows == 8_000
     assert store.dataset("imps_by_geo_pub").snapshot().version == behind
+    ds.append(_rows(1_000, 3))
+    _check(store)
+
+
+def test_a_failed_append_leaves_the_sample_as_it_was(store: Store) -> None:
+    """An append samples and writes its sample rows as it goes: when it fails part-way, none
+    of them is committed, and its sampling thread is gone."""
+    import threading
+
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
+    before = store.dataset("imps_by_geo_pub").snapshot()
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield from _rows(300_000, 2).to_batches(max_chunksize=50_000)  # admitted, sample rows written
+        raise OSError("source went away")
+
+    with pytest.raises(OSError, match="source went away"):
+        ds.append(batches())
+    after = store.dataset("imps_by_geo_pub").snapshot()
+    assert (after.version, after.rows) == (before.version, before.rows)
+    assert ds.snapshot().rows == 5_000
+    assert not [t for t in threading.enumerate() if t.name.startswith("colonnade-sample")]
     ds.append(_rows(1_000, 3))
     _check(store)
 

@@ -53,6 +53,9 @@ from colonnade.errors import ColonnadeError
 EVENTS = 30_000_000
 REFERENCE_EVENTS = 1_000_000
 FRESHNESS_SECONDS = 30.0
+#: The sample of ``--sample-on`` (as ``colonnade bench aqp``'s).
+SAMPLE_FRACTION = 0.01
+SAMPLE_MIN_ROWS = 50
 COMMIT_INTERVAL = 1.0
 DATASET = "adImpressions"
 STALL_SECONDS = 180.0
@@ -263,7 +266,13 @@ def _final_checks(uri: str, total: int, truth: refs.Truth) -> tuple[dict[str, An
         count, id_sum = s.sql(f"SELECT count(*) AS n, CAST(sum(id) AS BIGINT) AS s FROM {DATASET}").to_pylist()[0].values()
         answers = {q: [tuple(r.values()) for r in s.sql(sql).to_pylist()] for q, sql in refs.QUERIES.items()}
         ds = s.dataset(DATASET)
-        segments = len(ds.snapshot().segments)
+        latest = ds.snapshot()
+        segments = len(latest.segments)
+        samples = [(i.name, i.rows, i.base_version) for i in s.samples(DATASET)]
+    for name, _, base_version in samples:  # kept current by the stream's commits
+        if base_version != latest.version:
+            problems.append(f"sample {name} represents version {base_version} of {DATASET}, "
+                            f"not its latest, {latest.version}")
     if count != total:
         problems.append(f"colonnade holds {count:,} events, {total:,} were produced")
     if id_sum != truth.id_sum:
@@ -272,7 +281,8 @@ def _final_checks(uri: str, total: int, truth: refs.Truth) -> tuple[dict[str, An
         problems += [f"colonnade {p}" for p in refs.answer_problems(q, rows, truth)]
     return {"count": count, "id_sum": id_sum, "expected_count": total, "expected_id_sum": truth.id_sum,
             "answers": answers, "answers_match": not any(p.startswith("colonnade Q") for p in problems),
-            "segments": segments}, problems
+            "segments": segments,
+            "samples": [{"name": n, "rows": k, "base_version": v} for n, k, v in samples]}, problems
 
 
 def _check_reference(r: refs.RefResult, truth_table: Any, answers: bool) -> tuple[dict[str, Any], list[str]]:
@@ -299,7 +309,7 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
          freshness_seconds: float = FRESHNESS_SECONDS, commit_interval: float = COMMIT_INTERVAL,
          references: tuple[str, ...] = ("ceiling", "cassandra", "duckdb"), seed: int = 42,
          partitions: int = 4, keep_topic: bool = False, preload: bool = False,
-         echo: Callable[[str], None] = print) -> dict[str, Any]:
+         sample_on: tuple[str, ...] = (), echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the benchmark; returns the report (also written to ``out``)."""
     import colonnade
     from colonnade.config import parse_store_uri
@@ -321,6 +331,8 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
     report: dict[str, Any] = {"benchmark": "adimpressions", "events": events, "seed": seed, "topic": topic,
                               "partitions": partitions, "store": parse_store_uri(uri).display,
                               "preload": preload,
+                              "sample": {"on": list(sample_on), "fraction": SAMPLE_FRACTION,
+                                         "min_per_stratum": SAMPLE_MIN_ROWS} if sample_on else None,
                               "store_kind": kind, "commit_interval": commit_interval,
                               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "producer_settings": data.PRODUCER_CONFIG,
@@ -329,6 +341,10 @@ def main(events: int = EVENTS, store: str | None = None, out: str | Path = "benc
         with colonnade.connect(uri) as st:
             if DATASET in st:
                 st.drop_dataset(DATASET)
+            if sample_on:  # the stream appends to the dataset and keeps its sample current
+                st.create_dataset(DATASET, data.SCHEMA)
+                st.create_sample(DATASET, list(sample_on), SAMPLE_FRACTION, min_per_stratum=SAMPLE_MIN_ROWS,
+                                 seed=seed)
             producers: list[dict[str, Any]] = []
             if preload:
                 echo(f"preloading the topic with {events:,} events (the stream not started yet)")

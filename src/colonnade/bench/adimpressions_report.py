@@ -219,7 +219,10 @@ def markdown(report: dict[str, Any]) -> str:
              f"{report['commit_interval']:g} s) into `{report['store']}` while Q1–Q3 loop on Colonnade's "
              f"SQL in the bench process; then "
              f"{report['total_events'] - report['events']:,} more at {report.get('freshness_rate') or 0:,.0f}/s "
-             f"for freshness. Mean Kafka payload: {report['mean_payload_bytes']:.1f} bytes (CSV line).", "",
+             f"for freshness. Mean Kafka payload: {report['mean_payload_bytes']:.1f} bytes (CSV line)."
+             + (f" The dataset has a sample kept current by every commit (on "
+                f"{', '.join(report['sample']['on'])}, fraction {report['sample']['fraction']:g}, at least "
+                f"{report['sample']['min_per_stratum']} rows per stratum)." if report.get("sample") else ""), "",
              "| events | ingest over the third | Q1 p50 / p95 | Q2 p50 / p95 | Q3 p50 / p95 | freshness p50 / p95 "
              "| segments |", "|---|---|---|---|---|---|---|"]
     for c in col["checkpoints"]:

@@ -254,11 +254,14 @@ def spark(settings: Settings, rows: int, store_uri: str | None, out: Path, repea
 @click.option("--preload", is_flag=True,
               help="Fill the topic before the stream starts (ingest measured without the producer "
                    "competing for the CPU) instead of producing while it runs.")
+@click.option("--sample-on", default="", metavar="COLS",
+              help="Give the dataset a sample on these columns (fraction 0.01, at least 50 rows per "
+                   "stratum), kept current by every commit of the stream.")
 @pass_settings
 def adimpressions(settings: Settings, events: int, store_uri: str | None, out: Path, bootstrap: str,
                   reference_events: int, cassandra: str | None, rate: float | None, freshness_seconds: float,
                   commit_interval: float, references: str, seed: int, keep_topic: bool,
-                  preload: bool) -> None:
+                  preload: bool, sample_on: str) -> None:
     """The ad impressions streaming study: Kafka ingest with Q1-Q3 running, against a consume+decode
     ceiling, Cassandra one row per event and DuckDB micro-batch appends."""
     from colonnade.bench import adimpressions as study
@@ -271,7 +274,8 @@ def adimpressions(settings: Settings, events: int, store_uri: str | None, out: P
     study.main(events=events, store=store, out=out, bootstrap=bootstrap, reference_events=reference_events,
                cassandra=cassandra, rate=rate, freshness_seconds=freshness_seconds,
                commit_interval=commit_interval, references=wanted, seed=seed, keep_topic=keep_topic,
-               preload=preload, echo=lambda line: click.echo(line, err=True))
+               preload=preload, sample_on=tuple(c.strip() for c in sample_on.split(",") if c.strip()),
+               echo=lambda line: click.echo(line, err=True))
 
 
 @bench.command("ip2location")

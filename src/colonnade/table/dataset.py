@@ -403,13 +403,17 @@ class Dataset:
                 admission.add(batch)
             return batch
 
-        entries = write_all(writer, _chain(first, batches), conformed, on_batch)
-        reads = self.reads(read, changes_schema=merged is not None)
-        if positions:
-            reads = replace(reads, positions=frozenset(positions),
-                            read_version=read.version if read_version is None else read_version)
-        result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads,
-                                      admitted=admission)
+        try:
+            entries = write_all(writer, _chain(first, batches), conformed, on_batch)
+            reads = self.reads(read, changes_schema=merged is not None)
+            if positions:
+                reads = replace(reads, positions=frozenset(positions),
+                                read_version=read.version if read_version is None else read_version)
+            result = self._commit_entries(commit, entries, writer.bytes_written, force=force, reads=reads,
+                                          admitted=admission)
+        finally:
+            if admission is not None:
+                admission.release()  # rows no sample commit took (a failed or skipped append)
         if merged is not None and result.version is not None:
             self._schema_committed(spec)
         return result

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,6 +49,7 @@ from colonnade.table.commits import (
     AddSegments,
     Commit,
     RemoveSegments,
+    SegmentEntry,
     SetProperties,
     Snapshot,
     Txn,
@@ -67,6 +68,8 @@ KEY_COLUMN = "__u"
 _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
 #: Rows admitted at a time (the strata above the floor are sorted once per admission).
 ADMIT_ROWS = 1 << 19
+#: Rows admitted at a time while an append writes them (what is left when it commits waits).
+ADMIT_WHILE_WRITING = 1 << 19
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
 ATTEMPTS = 20
 
@@ -239,15 +242,16 @@ class _Held:
     """Batches held until :data:`ADMIT_ROWS` rows or more are (admitted together, they merge
     the strata above the floor once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int = ADMIT_ROWS) -> None:
         self.batches: list[pa.RecordBatch] = []
         self.rows = 0
+        self._enough = rows
 
     def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch] | None:
         """Hold ``batch``; every batch held, once there are enough."""
         self.batches.append(batch)
         self.rows += batch.num_rows
-        return self.take() if self.rows >= ADMIT_ROWS else None
+        return self.take() if self.rows >= self._enough else None
 
     def take(self) -> list[pa.RecordBatch]:
         out, self.batches, self.rows = self.batches, [], 0
@@ -258,11 +262,13 @@ class _Admitter:
     """Rows admitted into one sample's strata, :data:`ADMIT_ROWS` or more at a time (each
     admission merges the strata above the floor once), and the sample rows they gave."""
 
-    def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str]) -> None:
+    def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str],
+                 sink: Callable[[pa.Table], None] | None = None) -> None:
         self.state = state
         self.rng = rng
         self.columns = list(columns)
-        self.rows: list[pa.Table] = []
+        self.rows: list[pa.Table] = []  # unless given to ``sink`` as they come
+        self._sink = sink if sink is not None else self.rows.append
         self._held = _Held()
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -281,22 +287,40 @@ class _Admitter:
         ids = strata.ids(pa.Table.from_batches(batches), self.state.settings.on)
         positions, keys = strata.admit(ids, Keys.drawn(len(ids), self.rng))
         if len(positions):
-            self.rows.append(_sample_rows(batches, ids, positions, keys, self.columns))
+            self._sink(_sample_rows(batches, ids, positions, keys, self.columns))
+
+
+class _Part:
+    """One sample's share of an :class:`Admission`: its admitter and the rows it gave, written
+    as they come."""
+
+    def __init__(self, sample: Dataset, state: SampleState, rng: np.random.Generator,
+                 columns: Sequence[str]) -> None:
+        self.sample = sample
+        self.admitter = _Admitter(state, rng, columns, self.write)
+        self.rows: _Rows | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if self.rows is None:
+            self.rows = _Rows(self.sample)
+        self.rows.write(table)
 
 
 class Admission:
     """The sample rows of an append, admitted while it writes its rows (so they are not read
-    back after its commit), on a thread of their own (the append's encoding goes on meanwhile).
+    back after its commit), on a thread of their own (the append's encoding goes on meanwhile),
+    and written as they come: after the append's commit, its sample's commit only records them.
     Used only if the append's commit is the version right after the one it read and no one
     committed to the sample meanwhile; otherwise the sample catches up from the log, and what
     was admitted here is dropped."""
 
     def __init__(self, base: Dataset, read: Snapshot) -> None:
         self.read_version = read.version
-        self.parts: list[tuple[Dataset, _Admitter]] = []
-        self._held = _Held()
+        self.parts: list[_Part] = []
+        self._held = _Held(ADMIT_WHILE_WRITING)
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
+        self._committed = False  # or dropped
         columns = [f.name for f in base.schema_at(read)]
         for name in sample_names(read):
             sample = _sample_dataset(base, name)
@@ -307,7 +331,7 @@ class Admission:
                 continue  # behind: it catches up from the log after the commit
             # the keys of the version it commits if it is used (the log's reading draws others)
             rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
-            self.parts.append((sample, _Admitter(state, rng, columns)))
+            self.parts.append(_Part(sample, state, rng, columns))
 
     def add(self, batch: pa.RecordBatch) -> None:
         if not self.parts:
@@ -322,8 +346,8 @@ class Admission:
         self._pending.append(self._pool.submit(self._admit, held))
 
     def _admit(self, batches: list[pa.RecordBatch]) -> None:
-        for _, admitter in self.parts:
-            admitter.admit(batches)
+        for part in self.parts:
+            part.admitter.admit(batches)
 
     def _finish(self, cancel: bool) -> None:
         """Wait for the admissions under way (or drop those not started, with ``cancel``);
@@ -336,20 +360,44 @@ class Admission:
             if not future.cancelled():
                 future.result()
 
+    def release(self) -> None:
+        """After the append: the rows no sample commit took are dropped."""
+        if not self._committed:
+            self.abort()
+
+    def abort(self) -> None:
+        """The append failed, or its commit can't use these rows: drop them."""
+        self._committed = True
+        try:
+            self._finish(cancel=True)
+        except Exception:  # noqa: BLE001 - dropping them all the same
+            pass
+        for part in self.parts:
+            if part.rows is not None:
+                part.rows.abort()
+
     def commit(self, version: int) -> None:
         """The append committed ``version``: commit each sample's rows, if still valid."""
         if version != self.read_version + 1:
-            self._finish(cancel=True)
+            self.abort()
             return
-        if self._held.batches:
-            self._submit(self._held.take())
-        self._finish(cancel=False)
-        for sample, admitter in self.parts:
-            state = admitter.state
-            if sample.snapshot().version != state.snapshot.version:
+        self._committed = True
+        try:
+            if self._held.batches:
+                self._submit(self._held.take())
+            self._finish(cancel=False)
+        except BaseException:
+            self.abort()
+            raise
+        for part in self.parts:
+            state = part.admitter.state
+            rows: list[pa.Table] | _Rows = part.rows if part.rows is not None else []
+            if part.sample.snapshot().version != state.snapshot.version:
+                if part.rows is not None:
+                    part.rows.abort()
                 continue  # maintained meanwhile by another process
             try:
-                _commit(sample, state.settings, state.snapshot, state.strata, version, admitter.rows, ())
+                _commit(part.sample, state.settings, state.snapshot, state.strata, version, rows, ())
             except CommitConflictError:
                 continue
 
@@ -516,25 +564,54 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
             schema=schema if current is None or schema != sample.schema_at(current) else None)
 
 
-def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,
-            base_version: int, rows: list[pa.Table], removed: tuple[str, ...],
-            schema: pa.Schema | None = None) -> None:
-    from colonnade.schema.types import schema_to_json
+class _Rows:
+    """The rows of one sample commit, written as they come (a writer's segments are stored
+    under the id of the commit that will record them)."""
 
-    commit = Commit.new("sample", info={"base_version": base_version},
-                        schema=schema_to_json(schema) if schema is not None else None)
-    spec = sample.spec if schema is None else sample.spec.with_schema(schema)
-    settings_ = WriteSettings.from_env(segment_rows=spec.segment_rows, compression=spec.compression)
-    writer = SegmentWriter(sample.store, spec, commit.id, settings_)
-    try:
-        for table in rows:
+    def __init__(self, sample: Dataset, schema: pa.Schema | None = None) -> None:
+        self.id = Commit.new("sample").id
+        self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
+        settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
+                                          compression=self.spec.compression)
+        self._writer = SegmentWriter(sample.store, self.spec, self.id, settings)
+
+    def write(self, table: pa.Table) -> None:
+        try:
             for batch in table.to_batches():
                 if batch.num_rows:
-                    writer.write(batch)
-        entries = writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+                    self._writer.write(batch)
+        except BaseException:
+            self._writer.abort()
+            raise
+
+    def finish(self) -> list[SegmentEntry]:
+        try:
+            return self._writer.finish()
+        except BaseException:
+            self._writer.abort()
+            raise
+
+    def abort(self) -> None:
+        """Never committed: what was stored stays orphaned until vacuum."""
+        self._writer.abort()
+
+
+def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,
+            base_version: int, rows: list[pa.Table] | _Rows, removed: tuple[str, ...],
+            schema: pa.Schema | None = None) -> None:
+    """Commit the sample's ``rows`` (or those written already), its strata's changes and the
+    base version it represents; ``removed``: its segments the commit replaces."""
+    from colonnade.schema.types import schema_to_json
+
+    if isinstance(rows, _Rows):
+        written = rows
+    else:
+        written = _Rows(sample, schema)
+        for table in rows:
+            written.write(table)
+    entries = written.finish()
+    commit = Commit.new("sample", info={"base_version": base_version}, commit_id=written.id,
+                        schema=schema_to_json(schema) if schema is not None else None)
     properties = strata.changed_properties()
     if read is None or SAMPLE_PROPERTY not in read.properties:
         properties[SAMPLE_PROPERTY] = settings.to_json()
@@ -550,4 +627,4 @@ def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, st
     if done.version is not None:
         _COMMITTED[sample] = (done.version, strata)
     if schema is not None:
-        sample._schema_committed(spec)
+        sample._schema_committed(written.spec)
