@@ -60,6 +60,36 @@ def test_state_round_trips_through_properties() -> None:
     assert {s.id: s for s in again.by_id.values()} == strata.by_id
 
 
+def test_blocks_hold_every_stratum_of_theirs_and_override_states_recorded_one_by_one() -> None:
+    """States are recorded in blocks of BLOCK strata, each block whole whenever one of its
+    strata changes; one-stratum states (as earlier samples recorded them) are read, and a block
+    recorded later wins over them."""
+    from colonnade.table.strata import BLOCK, STRATUM_PREFIX
+
+    strata = Strata(0.05, 3)
+    names = [f"s{i}" for i in range(BLOCK + 10)]
+    strata.admit(strata.ids(pa.table({"a": names * 2}), ["a"]), Keys.given(np.linspace(0.9, 0.0, 2 * len(names))))
+    recorded = strata.changed_properties()
+    assert sorted(k for k in recorded if k.startswith("strata:")) == ["strata:0", "strata:1"]
+    strata.committed()
+    strata.admit(strata.ids(pa.table({"a": ["s3"]}), ["a"]), Keys.given(np.array([0.5])))
+    later = strata.changed_properties()
+    assert [k for k in later if k.startswith("strata:")] == ["strata:0"]  # only the block that changed
+    assert Strata.from_properties({**recorded, **later}, 0.05, 3).by_id == strata.by_id
+    # one-stratum states of an earlier build: read, and overridden by a block recorded since
+    old = {k: v for k, v in recorded.items() if not k.startswith("strata:")}
+    old |= {f"{STRATUM_PREFIX}{i}": f"[{n},{k},{t!r}]" for i, n, k, t in zip(
+        range(len(names)), recorded_population(recorded), [2] * len(names), [1.0] * len(names), strict=True)}
+    assert Strata.from_properties(old, 0.05, 3).by_id[3].population == 2
+    assert Strata.from_properties({**old, **later}, 0.05, 3).by_id[3].population == 3
+
+
+def recorded_population(properties: dict[str, str]) -> list[int]:
+    import json
+
+    return [n for b in (0, 1) for n in json.loads(properties[f"strata:{b}"])["population"]]
+
+
 @pytest.mark.parametrize("fraction", [0.01, 0.2])
 def test_drawn_keys_are_uniform_and_admit_a_fraction(fraction: float) -> None:
     rng = np.random.default_rng(5)

@@ -7,8 +7,9 @@ commits record, atomically with the rows they add or remove:
 
 * the property ``sample``: its settings (base dataset, query column set, fraction, minimum rows
   per stratum, seed);
-* one property ``stratum:<id>`` per stratum whose state changed (key values, base rows, live
-  sample rows, threshold);
+* each new stratum's key values (``stratum-of:<id>``), and the states (base rows, live sample
+  rows, threshold) of the strata that changed, in blocks (``strata:<block>``, see
+  :mod:`colonnade.table.strata`);
 * the transaction marker ``sample-of:<base>`` whose version is the base version the sample
   represents. A sample is never used for another base version than the one it records.
 

@@ -34,10 +34,16 @@ import pyarrow.compute as pc
 
 from colonnade.table.commits import value_from_json, value_to_json
 
-#: The property prefixes under which a sample's commits record each stratum: its state
-#: (``[population, kept, threshold]``, whenever it changes) and its key values (once).
-STRATUM_PREFIX = "stratum:"
+#: The property prefixes under which a sample's commits record its strata: their states in
+#: blocks of :data:`BLOCK` strata (``strata:<b>`` = ``{"population": [...], "kept": [...],
+#: "threshold": [...]}`` of strata ``b·BLOCK`` on, whenever one of them changes: a commit
+#: records tens of properties, not one per stratum) and each stratum's key values (once).
+BLOCK_PREFIX = "strata:"
 VALUES_PREFIX = "stratum-of:"
+BLOCK = 256
+#: One stratum's state ``[population, kept, threshold]``, as earlier samples recorded it (read;
+#: a block recorded since holds the current state of every stratum in it).
+STRATUM_PREFIX = "stratum:"
 
 
 @dataclass
@@ -138,29 +144,40 @@ class Strata:
     @classmethod
     def from_properties(cls, properties: dict[str, Any], fraction: float, min_rows: int,
                         live_keys: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> Strata:
-        ids, values, states = [], [], []
+        ids, values, singles, blocks = [], [], [], []
         for key, text in properties.items():
             if key.startswith(VALUES_PREFIX):
-                id_ = int(key[len(VALUES_PREFIX):])
-                ids.append(id_)
+                ids.append(int(key[len(VALUES_PREFIX):]))
                 values.append(text)
-                states.append(properties[f"{STRATUM_PREFIX}{id_}"])
+            elif key.startswith(BLOCK_PREFIX):
+                blocks.append((int(key[len(BLOCK_PREFIX):]), text))
+            elif key.startswith(STRATUM_PREFIX):
+                singles.append((int(key[len(STRATUM_PREFIX):]), text))
         out = cls(fraction, min_rows, (), live_keys)
         out._live = None  # the live keys are the stored rows' (read when first needed)
         if not ids:
             return out
         # one JSON document per kind: thousands of strata parse in a few milliseconds
         parsed_values = json.loads("[" + ",".join(values) + "]")
-        parsed_states = np.array(json.loads("[" + ",".join(states) + "]"), dtype=np.float64)
-        at = np.array(ids, dtype=np.int64)
-        out._grow(int(at.max()) + 1)
+        out._grow(max(ids) + 1)
         for id_, v in zip(ids, parsed_values, strict=True):
             found = tuple(value_from_json(x) for x in v)
             out.values[id_] = found
             out.by_values[found] = id_
-        out.population[at] = parsed_states[:, 0].astype(np.int64)
-        out.kept[at] = parsed_states[:, 1].astype(np.int64)
-        out.threshold[at] = parsed_states[:, 2]
+        if singles:
+            at = np.array([i for i, _ in singles], dtype=np.int64)
+            states = np.array(json.loads("[" + ",".join(t for _, t in singles) + "]"), dtype=np.float64)
+            out.population[at] = states[:, 0].astype(np.int64)
+            out.kept[at] = states[:, 1].astype(np.int64)
+            out.threshold[at] = states[:, 2]
+        for b, text in blocks:
+            block = json.loads(text)
+            lo = b * BLOCK
+            hi = lo + len(block["population"])
+            out._grow(hi)
+            out.population[lo:hi] = block["population"]
+            out.kept[lo:hi] = block["kept"]
+            out.threshold[lo:hi] = block["threshold"]
         return out
 
     def __len__(self) -> int:
@@ -186,9 +203,11 @@ class Strata:
         out = {}
         for i in np.flatnonzero(self.created).tolist():
             out[f"{VALUES_PREFIX}{i}"] = json.dumps([value_to_json(v) for v in self.values[i] or ()])
-        for i, n, k, t in zip(np.flatnonzero(self.dirty).tolist(), *(
-                a[self.dirty].tolist() for a in (self.population, self.kept, self.threshold)), strict=True):
-            out[f"{STRATUM_PREFIX}{i}"] = f"[{n:d},{k:d},{t!r}]"  # JSON, formatted fast
+        for b in np.unique(np.flatnonzero(self.dirty) // BLOCK).tolist():
+            lo, hi = b * BLOCK, min((b + 1) * BLOCK, len(self.values))
+            out[f"{BLOCK_PREFIX}{b}"] = json.dumps(
+                {"population": self.population[lo:hi].tolist(), "kept": self.kept[lo:hi].tolist(),
+                 "threshold": self.threshold[lo:hi].tolist()}, separators=(",", ":"))
         return out
 
     def committed(self) -> None:
