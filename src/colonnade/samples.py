@@ -194,7 +194,7 @@ class Approximate:
 #: What a query asks (analysed once per text) and its rewrite per clause and sample columns:
 #: both are pure functions of their keys.
 _ANALYSED: dict[str, Approximable | str] = {}
-_REWRITTEN: dict[tuple[str, ErrorClause, tuple[str, ...]], SampleQuery] = {}
+_REWRITTEN: dict[tuple[str, ErrorClause, tuple[str, ...], tuple[Any, ...]], SampleQuery] = {}
 #: count queries answered from strata sizes: (query, sample columns) -> SQL on the strata
 _COUNTED: dict[tuple[str, tuple[str, ...]], str] = {}
 
@@ -238,11 +238,12 @@ def answer(store: Store, query: str, version: int | None = None,
         return Approximate(counted[0], SampleInfo.of(chosen), f"{reason}; the counts are its "
                            "strata's sizes (exact)", counted[1])
     sample = store._reader(chosen.name)
-    key = (head, clause, chosen.settings.on)
+    summarised = _summary_columns(sample.schema_at(chosen.snapshot))
+    key = (head, clause, chosen.settings.on, tuple(summarised.items()))
     sq = _REWRITTEN.get(key)
     if sq is None:
         sq = sample_sql(q, clause, "__colonnade_sample", "__colonnade_strata",
-                        stratified_on=chosen.settings.on)
+                        stratified_on=chosen.settings.on, summary=("__colonnade_summary", summarised))
         _remember(_REWRITTEN, key, sq)
     table = _run(store, sample, chosen, sq.sql)
     result = apply_behavior(table, sq, clause, lambda sql: store.sql(sql, version, versions))
@@ -323,8 +324,9 @@ def _run(store: Store, sample: Dataset, state: SampleState, sql: str) -> pa.Tabl
 
     with store._sessions.cursor() as cursor:
         con = cursor.con
-        live, strata = _materialized(store, con, sample, state)
-        text = sql.replace("__colonnade_sample", live).replace("__colonnade_strata", strata)
+        live, strata, summary = _materialized(store, con, sample, state)
+        text = sql.replace("__colonnade_sample", live).replace("__colonnade_strata", strata) \
+            .replace("__colonnade_summary", summary)
         prepared = cursor.prepared
         try:
             name = prepared.get(text)
@@ -344,27 +346,53 @@ PREPARED_KEPT = 64
 _PREPARED_IDS = itertools.count()
 
 
-def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -> tuple[str, str]:
-    """DuckDB tables holding the sample's live rows and its strata as of ``state``: made once per
-    sample version by this store object (the sample is small; queries then read DuckDB's own
-    columns instead of decoding chunks and testing keys each time). Named by version, so a query
-    of one version never reads another's; the two newest versions are kept (a query of the one
-    before may still be running)."""
+def _summary_columns(schema: pa.Schema) -> dict[str, tuple[int, bool]]:
+    """The columns of a sample's summary per stratum: lower-cased name -> (index, numeric)."""
+    from colonnade.table.sample import KEY_COLUMN, STRATUM_COLUMN
+
+    return {f.name.lower(): (i, pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                             or pa.types.is_decimal(f.type))
+            for i, f in enumerate(schema) if f.name not in (KEY_COLUMN, STRATUM_COLUMN)}
+
+
+def _summary_sql(source: str, state: SampleState, schema: pa.Schema) -> str:
+    """The summary per stratum of the live rows ``source`` (see
+    :func:`~colonnade.query.estimate_sql.estimator_ctes`)."""
+    on = [_quoted(c) for c in state.settings.on]
+    items = ["count(*) AS __m"]
+    for i, numeric in _summary_columns(schema).values():
+        column = _quoted(schema.field(i).name)
+        items.append(f"count({column}) AS __n{i}")
+        if numeric:
+            value = f"CAST({column} AS DOUBLE)"
+            items += [f"coalesce(sum({value}), 0) AS __s{i}", f"coalesce(sum(pow({value}, 2)), 0) AS __ss{i}"]
+    return (f"SELECT __stratum, {', '.join(on)}, {', '.join(items)} FROM {source} "
+            f"GROUP BY __stratum, {', '.join(on)}")
+
+
+def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -> tuple[str, str, str]:
+    """DuckDB tables holding the sample's live rows, its strata and its summary per stratum as
+    of ``state``: made once per sample version by this store object (the sample is small;
+    queries then read DuckDB's own columns instead of decoding chunks and testing keys each
+    time). Named by version, so a query of one version never reads another's; the two newest
+    versions are kept (a query of the one before may still be running)."""
     made = store._live_tables
     with store._live_lock:
         tags = made.setdefault(state.name, [])
         for version, tag in tags:
             if version == state.snapshot.version:
-                return f'"__colonnade_live_{tag}"', f'"__colonnade_strata_{tag}"'
+                return _table_names(tag)
         # a name never used before: no statement prepared on an older table can match it
         tag = f"{state.name}_{state.snapshot.version}_{next(_PREPARED_IDS)}"
-        live, strata = f'"__colonnade_live_{tag}"', f'"__colonnade_strata_{tag}"'
+        live, strata, summary = _table_names(tag)
         adapter = _live_sample(sample, state)
         con.register("__colonnade_sample_rows", adapter)
         con.register("__colonnade_strata_rows", _strata_table(store, state))
         try:
             con.execute(f"CREATE OR REPLACE TABLE {live} AS SELECT * FROM __colonnade_sample_rows")
             con.execute(f"CREATE OR REPLACE TABLE {strata} AS SELECT * FROM __colonnade_strata_rows")
+            con.execute(f"CREATE OR REPLACE TABLE {summary} AS "
+                        + _summary_sql(live, state, sample.schema_at(state.snapshot)))
         except Exception:
             if adapter.errors:
                 raise adapter.errors[0] from None
@@ -375,9 +403,17 @@ def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -
         tags.append((state.snapshot.version, tag))
         while len(tags) > 2:
             _, old = tags.pop(0)
-            con.execute(f'DROP TABLE IF EXISTS "__colonnade_live_{old}"')
-            con.execute(f'DROP TABLE IF EXISTS "__colonnade_strata_{old}"')
-    return live, strata
+            for table in _table_names(old):
+                con.execute(f"DROP TABLE IF EXISTS {table}")
+    return live, strata, summary
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_names(tag: str) -> tuple[str, str, str]:
+    return f'"__colonnade_live_{tag}"', f'"__colonnade_strata_{tag}"', f'"__colonnade_summary_{tag}"'
 
 
 def _live_sample(sample: Dataset, state: SampleState) -> Any:

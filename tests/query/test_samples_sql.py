@@ -166,6 +166,36 @@ def test_counts_over_the_sample_columns_are_the_strata_sizes(imps: Store) -> Non
     assert imps.sql(unaliased + " WITH ERROR 0.05") == imps.sql(unaliased)
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT geo, sum(bid) AS s, avg(bid) AS a, count(bid) AS c, count(*) AS n, relative_error(s) AS e, "
+    "lower_bound(a) AS lo, upper_bound(c) AS hi FROM imps GROUP BY geo",
+    "SELECT pub, avg(\"bid\") AS a FROM imps WHERE geo IN ('g00', 'g03') AND pub < 3 GROUP BY pub",
+    "SELECT sum(bid) AS s, absolute_error(s) AS e FROM imps WHERE geo > 'g05'",
+    "SELECT upper(geo) AS g, count(bid) AS c FROM imps GROUP BY upper(geo) HAVING c > 5",
+])
+def test_the_summary_per_stratum_gives_the_answers_the_sample_rows_give(
+        imps: Store, monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    """Keys and WHERE on the sample's columns, aggregates of bare columns: the sums per stratum
+    are read from the sample's summary; the answers are those its rows give."""
+    import colonnade.samples as samples
+
+    text = f"{sql} WITH ERROR 0.5 BEHAVIOR 'do_nothing'"
+    summarised = imps.sql(text).to_pylist()
+    assert "__colonnade_summary" in imps.explain(text).plan
+    samples._REWRITTEN.clear()
+    monkeypatch.setattr(samples, "_summary_columns", lambda schema: {})  # nothing summarised
+    from_rows = imps.sql(text).to_pylist()
+    assert "__colonnade_summary" not in imps.explain(text).plan
+    samples._REWRITTEN.clear()
+    key = lambda r: tuple(str(v) for v in r.values())[:1]  # noqa: E731
+    assert len(summarised) == len(from_rows)
+    for a, b in zip(sorted(summarised, key=key), sorted(from_rows, key=key), strict=True):
+        assert a.keys() == b.keys()
+        for name in a:
+            assert a[name] == pytest.approx(b[name], rel=1e-9, nan_ok=True) if isinstance(a[name], float) \
+                else a[name] == b[name]
+
+
 def test_a_script_splits_around_sample_statements() -> None:
     from colonnade.statements import split_statements
 

@@ -36,7 +36,7 @@ import functools
 import math
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +142,30 @@ def _per_stratum(k: int, a: Estimate) -> list[str]:
             f"count({a.argument})::DOUBLE AS {PREFIX}x{k}"]
 
 
+def summary_column(argument: str | None, columns: Mapping[str, tuple[int, bool]]) -> tuple[int, bool] | None:
+    """(index, numeric) in a per-stratum summary of the column an aggregate's argument is, if it
+    is one of ``columns`` (lower-cased names), bare or quoted."""
+    if argument is None:
+        return None
+    name = argument.strip()
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        name = name[1:-1]
+    return columns.get(name.lower())
+
+
+def _summarised(k: int, a: Estimate, columns: Mapping[str, tuple[int, bool]]) -> list[str]:
+    """:func:`_per_stratum`'s columns read from a per-stratum summary (see
+    :func:`estimator_ctes`)."""
+    if a.kind == "count_star":
+        return []
+    found = summary_column(a.argument, columns)
+    assert found is not None
+    i = found[0]
+    if a.kind == "count":
+        return [f"__n{i}::DOUBLE AS {PREFIX}y{k}"]
+    return [f"__s{i} AS {PREFIX}y{k}", f"__ss{i} AS {PREFIX}yy{k}", f"__n{i}::DOUBLE AS {PREFIX}x{k}"]
+
+
 def _term(k: int, a: Estimate) -> str:
     """The stratum's variance term: c_h (Σy² − (Σy)²/n_h), of u = y − R·x for avg (times the
     small-domain factor m_h(n_h−1)/((m_h−1)n_h)); y² = y for counts (y is 0 or 1)."""
@@ -232,10 +256,17 @@ def _bounds(k: int, a: Estimate) -> list[list[str]]:
 
 
 def estimator_ctes(sample_rel: str, strata_rel: str, where: str | None, keys: Sequence[GroupKey],
-                   estimates: Sequence[Estimate], confidence: float) -> str:
+                   estimates: Sequence[Estimate], confidence: float,
+                   summary: tuple[str, Mapping[str, tuple[int, bool]]] | None = None) -> str:
     """``WITH ...`` up to ``__aqp_bounds``: one row per group, with its keys and, per estimate
     k, ``__aqp_est<k>``, ``__aqp_absolute_error<k>``, ``__aqp_relative_error<k>``,
-    ``__aqp_lower_bound<k>`` and ``__aqp_upper_bound<k>``."""
+    ``__aqp_lower_bound<k>`` and ``__aqp_upper_bound<k>``.
+
+    ``summary`` (relation, columns): when the keys and WHERE read only the stratification
+    columns and each estimate is count(*) or of a bare column, the sums per stratum are read
+    from a summary of the sample with one row per stratum: its stratification columns,
+    ``__m`` (rows) and per column i ``__n<i>`` (non-null values) and, numeric ones,
+    ``__s<i>``, ``__ss<i>`` (sum, sum of squares)."""
     p = PREFIX
     t_values = ", ".join(repr(t_quantile(confidence, df)) for df in range(1, NORMAL_FROM_ROWS))
     key_items = [k.column if k.is_column else f"{k.expression} AS {k.column}" for k in keys]
@@ -249,11 +280,16 @@ def estimator_ctes(sample_rel: str, strata_rel: str, where: str | None, keys: Se
         f"WITH {p}quantiles AS (",
         f"  SELECT [{t_values}]::DOUBLE[] AS {p}t, {t_quantile(confidence, None)!r} AS {p}z),",
         f"{p}per_stratum AS (",
-        "  SELECT " + ", ".join([*key_items, "__stratum", f"count(*)::DOUBLE AS {p}m"]
-                                + [c for k, a in enumerate(estimates) for c in _per_stratum(k, a)]),
-        f"  FROM {sample_rel} AS {p}s",
-        *([f"  WHERE {where}"] if where else []),
-        "  GROUP BY ALL),",
+        *(["  SELECT " + ", ".join([*key_items, "__stratum", f"__m::DOUBLE AS {p}m"]
+                                   + [c for k, a in enumerate(estimates) for c in _summarised(k, a, summary[1])]),
+           f"  FROM {summary[0]} AS {p}s",
+           *([f"  WHERE {where}"] if where else []),
+           "  ),"] if summary is not None else
+          ["  SELECT " + ", ".join([*key_items, "__stratum", f"count(*)::DOUBLE AS {p}m"]
+                                   + [c for k, a in enumerate(estimates) for c in _per_stratum(k, a)]),
+           f"  FROM {sample_rel} AS {p}s",
+           *([f"  WHERE {where}"] if where else []),
+           "  GROUP BY ALL),"]),
         f"{p}strata AS (",
         f"  SELECT s.*, t.__pop_n::DOUBLE AS {p}pop, t.__samp_n::DOUBLE AS {p}samp",
         f"  FROM {p}per_stratum AS s JOIN {strata_rel} AS t ON s.__stratum = t.__stratum",

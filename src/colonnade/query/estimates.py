@@ -21,7 +21,7 @@ sample row represents, is not re-run by ``partial_run_on_base_table``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from colonnade.query.estimate_sql import (
     Estimate,
     estimator_ctes,
     sql_literal,
+    summary_column,
     t_quantile,
 )
 
@@ -86,14 +87,21 @@ def _limit(q: Approximable) -> str:
 
 
 def sample_sql(q: Approximable, clause: ErrorClause, sample_rel: str, strata_rel: str,
-               stratified_on: Collection[str] = ()) -> SampleQuery:
+               stratified_on: Collection[str] = (),
+               summary: tuple[str, Mapping[str, tuple[int, bool]]] | None = None) -> SampleQuery:
     """The query that answers ``q`` from the sample ``sample_rel`` with strata ``strata_rel``
     (names or parenthesized queries). ``stratified_on``: the sample's columns; an aggregate
     is then exact when it and the query's WHERE and GROUP BY read only those (a count(*) of
-    whole strata)."""
+    whole strata). ``summary``: a summary of the sample per stratum (see
+    :func:`~colonnade.query.estimate_sql.estimator_ctes`), read instead of its rows when the
+    query allows."""
     on = {c.lower() for c in stratified_on}
     estimates = [Estimate(a.kind, a.argument, bool(on) and q.columns <= on and a.columns <= on)
                  for a in q.aggregates]
+    if summary is not None and not (on and q.columns <= on and all(
+            a.kind == "count_star" or ((found := summary_column(a.argument, summary[1])) is not None
+                                       and (a.kind == "count" or found[1])) for a in estimates)):
+        summary = None
     sort_keys = [t.estimate for t in q.order if t.position is None]
     errors = [f"{PREFIX}relative_error{k}" for k in q.checked]
     keys = [f"{PREFIX}key{i}" for i in range(len(q.group_by))]
@@ -101,7 +109,7 @@ def sample_sql(q: Approximable, clause: ErrorClause, sample_rel: str, strata_rel
                + [f"{s} AS {PREFIX}order{j}" for j, s in enumerate(sort_keys)] + errors
                + [f"{g.column} AS {key}" for g, key in zip(q.group_by, keys, strict=True)])
     deferred = clause.error is not None and clause.behavior == "partial_run_on_base_table"
-    sql = (estimator_ctes(sample_rel, strata_rel, q.where, q.group_by, estimates, clause.confidence)
+    sql = (estimator_ctes(sample_rel, strata_rel, q.where, q.group_by, estimates, clause.confidence, summary)
            + "\nSELECT " + ",\n  ".join(columns) + f"\nFROM {PREFIX}bounds"
            + (f"\nWHERE {q.having}" if q.having else "")
            + ("" if deferred else _order_by(q) + _limit(q)))
