@@ -142,6 +142,31 @@ def test_a_failure_while_sampling_an_append_warns_and_the_next_commit_catches_up
     _check(store)
 
 
+def test_a_failed_sample_commit_stops_every_writer_of_the_append(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two samples, the first one's commit failing: the rows written for the second are
+    dropped as well (no writer thread left), both stay behind and catch up on the next commit."""
+    import threading
+
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
+    store.create_sample("imps", "geo", 0.05, min_per_stratum=20)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise OSError("store unavailable")
+
+    monkeypatch.setattr("colonnade.table.sample._commit", fail)
+    with pytest.warns(SampleWarning, match="store unavailable"):
+        ds.append(_rows(3_000, 2))
+    monkeypatch.undo()
+    assert not [t for t in threading.enumerate() if t.name.startswith("colonnade-store-writer")]
+    assert all(info.base_version == ds.snapshot().version - 1 for info in store.samples("imps"))
+    ds.append(_rows(1_000, 3))
+    _check(store)
+    assert all(info.base_version == ds.snapshot().version for info in store.samples("imps"))
+
+
 def test_a_failed_append_leaves_the_sample_as_it_was(store: Store) -> None:
     """An append samples and writes its sample rows as it goes: when it fails part-way, none
     of them is committed, and its sampling thread is gone."""

@@ -390,17 +390,22 @@ class Admission:
         except BaseException:
             self.abort()
             raise
-        for part in self.parts:
+        for at, part in enumerate(self.parts):
             state = part.admitter.state
             rows: list[pa.Table] | _Rows = part.rows if part.rows is not None else []
-            if part.sample.snapshot().version != state.snapshot.version:
-                if part.rows is not None:
-                    part.rows.abort()
-                continue  # maintained meanwhile by another process
             try:
+                if part.sample.snapshot().version != state.snapshot.version:
+                    if part.rows is not None:
+                        part.rows.abort()
+                    continue  # maintained meanwhile by another process
                 _commit(part.sample, state.settings, state.snapshot, state.strata, version, rows, ())
             except CommitConflictError:
                 continue
+            except BaseException:  # its rows and the other samples' are dropped (caught up later)
+                for rest in self.parts[at:]:
+                    if rest.rows is not None:
+                        rest.rows.abort()
+                raise
 
 
 def catch_up(base: Dataset, sample: Dataset) -> SampleState:
