@@ -62,6 +62,10 @@ def _check(store: Store, sample: str = "imps_by_geo_pub", deleted: bool = False)
             assert st.kept >= min(state.settings.min_per_stratum, st.population)
 
 
+def _unavailable(*args: object, **kwargs: object) -> None:
+    raise OSError("store unavailable")
+
+
 def test_sample_follows_appends_streams_deletes_and_compactions(store: Store) -> None:
     ds = store.create_dataset("imps", _rows(1, 0).schema)
     ds.append(_rows(20_000, 1))
@@ -104,10 +108,7 @@ def test_a_failed_maintenance_leaves_the_sample_behind_until_caught_up(
     store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
     behind = store.dataset("imps_by_geo_pub").snapshot().version
 
-    def fail(*args: object, **kwargs: object) -> None:
-        raise OSError("store unavailable")
-
-    monkeypatch.setattr("colonnade.table.sample._commit", fail)
+    monkeypatch.setattr("colonnade.table.sample._commit", _unavailable)
     with pytest.warns(SampleWarning, match="stay at an earlier version: store unavailable"):
         ds.append(_rows(1_000, 2))
     monkeypatch.undo()
@@ -129,11 +130,8 @@ def test_a_failure_while_sampling_an_append_warns_and_the_next_commit_catches_up
     store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
     behind = store.dataset("imps_by_geo_pub").snapshot().version
 
-    def fail(*args: object, **kwargs: object) -> None:
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(Strata, "admit", fail)
-    with pytest.warns(SampleWarning, match="disk gone"):
+    monkeypatch.setattr(Strata, "admit", _unavailable)
+    with pytest.warns(SampleWarning, match="store unavailable"):
         result = ds.append(_rows(3_000, 2))
     monkeypatch.undo()
     assert result.version == ds.snapshot().version and ds.snapshot().rows == 8_000
@@ -153,10 +151,7 @@ def test_a_failed_sample_commit_stops_every_writer_of_the_append(
     store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
     store.create_sample("imps", "geo", 0.05, min_per_stratum=20)
 
-    def fail(*args: object, **kwargs: object) -> None:
-        raise OSError("store unavailable")
-
-    monkeypatch.setattr("colonnade.table.sample._commit", fail)
+    monkeypatch.setattr("colonnade.table.sample._commit", _unavailable)
     with pytest.warns(SampleWarning, match="store unavailable"):
         ds.append(_rows(3_000, 2))
     monkeypatch.undo()

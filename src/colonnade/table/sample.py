@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from colonnade.config import WriteSettings
 from colonnade.errors import (
     CommitConflictError,
     CorruptChunkError,
@@ -50,25 +49,26 @@ from colonnade.table.commits import (
     AddSegments,
     Commit,
     RemoveSegments,
-    SegmentEntry,
     SetProperties,
     Snapshot,
     Txn,
 )
 from colonnade.table.conflicts import ReadSet
 from colonnade.table.dataset import SAMPLES_PROPERTY, Dataset
+from colonnade.table.sample_rows import (
+    KEY_COLUMN,
+    STRATUM_COLUMN,
+    Admitter,
+    Held,
+    SampleRows,
+)
 from colonnade.table.scan import Scan
-from colonnade.table.strata import Keys, Strata, Stratum
-from colonnade.table.writer import SegmentWriter
+from colonnade.table.strata import Strata, Stratum
 
 SAMPLE_PROPERTY = "sample"
-STRATUM_COLUMN = "__stratum"
-KEY_COLUMN = "__u"
 #: The strata each sample object committed last, by the version its commit made (see
 #: :func:`state_of`).
 _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
-#: Rows admitted at a time (the strata above the floor are sorted once per admission).
-ADMIT_ROWS = 1 << 19
 #: Rows admitted at a time while an append writes them (what is left when it commits waits).
 ADMIT_WHILE_WRITING = 1 << 19
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
@@ -239,58 +239,6 @@ def maintain(base: Dataset, admitted: Admission | None = None, version: int | No
             catch_up(base, sample)
 
 
-class _Held:
-    """Batches held until :data:`ADMIT_ROWS` rows or more are (admitted together, they merge
-    the strata above the floor once)."""
-
-    def __init__(self, rows: int = ADMIT_ROWS) -> None:
-        self.batches: list[pa.RecordBatch] = []
-        self.rows = 0
-        self._enough = rows
-
-    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch] | None:
-        """Hold ``batch``; every batch held, once there are enough."""
-        self.batches.append(batch)
-        self.rows += batch.num_rows
-        return self.take() if self.rows >= self._enough else None
-
-    def take(self) -> list[pa.RecordBatch]:
-        out, self.batches, self.rows = self.batches, [], 0
-        return out
-
-
-class _Admitter:
-    """Rows admitted into one sample's strata, :data:`ADMIT_ROWS` or more at a time (each
-    admission merges the strata above the floor once), and the sample rows they gave."""
-
-    def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str],
-                 sink: Callable[[pa.Table], None] | None = None) -> None:
-        self.state = state
-        self.rng = rng
-        self.columns = list(columns)
-        self.rows: list[pa.Table] = []  # unless given to ``sink`` as they come
-        self._sink = sink if sink is not None else self.rows.append
-        self._held = _Held()
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        full = self._held.add(batch)
-        if full:
-            self.admit(full)
-
-    def flush(self) -> None:
-        self.admit(self._held.take())
-
-    def admit(self, batches: list[pa.RecordBatch]) -> None:
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
-            return
-        strata = self.state.strata
-        ids = strata.ids(pa.Table.from_batches(batches), self.state.settings.on)
-        positions, keys = strata.admit(ids, Keys.drawn(len(ids), self.rng))
-        if len(positions):
-            self._sink(_sample_rows(batches, ids, positions, keys, self.columns))
-
-
 class _Part:
     """One sample's share of an :class:`Admission`: its admitter and the rows it gave, written
     as they come."""
@@ -298,12 +246,12 @@ class _Part:
     def __init__(self, sample: Dataset, state: SampleState, rng: np.random.Generator,
                  columns: Sequence[str]) -> None:
         self.sample = sample
-        self.admitter = _Admitter(state, rng, columns, self.write)
-        self.rows: _Rows | None = None
+        self.admitter = Admitter(state, rng, columns, self.write)
+        self.rows: SampleRows | None = None
 
     def write(self, table: pa.Table) -> None:
         if self.rows is None:
-            self.rows = _Rows(self.sample)
+            self.rows = SampleRows(self.sample)
         self.rows.write(table)
 
 
@@ -318,7 +266,7 @@ class Admission:
     def __init__(self, base: Dataset, read: Snapshot) -> None:
         self.read_version = read.version
         self.parts: list[_Part] = []
-        self._held = _Held(ADMIT_WHILE_WRITING)
+        self._held = Held(ADMIT_WHILE_WRITING)
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
         self._committed = False  # or dropped
@@ -392,7 +340,7 @@ class Admission:
             raise
         for at, part in enumerate(self.parts):
             state = part.admitter.state
-            rows: list[pa.Table] | _Rows = part.rows if part.rows is not None else []
+            rows: list[pa.Table] | SampleRows = part.rows if part.rows is not None else []
             try:
                 if part.sample.snapshot().version != state.snapshot.version:
                     if part.rows is not None:
@@ -446,25 +394,13 @@ def _needs_rebuild(commit: Commit) -> bool:
     return True  # an overwrite, or an unknown operation that removed rows
 
 
-def _sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.ndarray,
-                 keys: np.ndarray, columns: Sequence[str]) -> pa.Table:
-    """Rows ``positions`` (sorted) of ``batches`` taken as one, with their stratum and key."""
-    starts = np.cumsum([0, *(b.num_rows for b in batches)])
-    cuts = np.searchsorted(positions, starts)
-    parts = [batch.select(list(columns)).take(pa.array(positions[lo:hi] - start))
-             for batch, start, lo, hi in zip(batches, starts, cuts, cuts[1:], strict=False) if hi > lo]
-    picked = pa.Table.from_batches(parts)
-    return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
-        .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
-
-
 def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: SampleState,
                 columns: Sequence[str]) -> list[pa.Table]:
     """Admit the rows ``commit`` added (their keys drawn from a generator seeded by the
     sample's seed and the commit's version); the sample rows they give."""
     if not commit.added:
         return []
-    admitter = _Admitter(state, np.random.default_rng([state.settings.seed, 0, commit.version]), columns)
+    admitter = Admitter(state, np.random.default_rng([state.settings.seed, 0, commit.version]), columns)
     scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=commit.added))
     for batch in scan.to_batches():
         admitter.add(batch)
@@ -570,49 +506,17 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
             schema=schema if current is None or schema != sample.schema_at(current) else None)
 
 
-class _Rows:
-    """The rows of one sample commit, written as they come (a writer's segments are stored
-    under the id of the commit that will record them)."""
-
-    def __init__(self, sample: Dataset, schema: pa.Schema | None = None) -> None:
-        self.id = Commit.new("sample").id
-        self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
-        settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
-                                          compression=self.spec.compression)
-        self._writer = SegmentWriter(sample.store, self.spec, self.id, settings)
-
-    def write(self, table: pa.Table) -> None:
-        try:
-            for batch in table.to_batches():
-                if batch.num_rows:
-                    self._writer.write(batch)
-        except BaseException:
-            self._writer.abort()
-            raise
-
-    def finish(self) -> list[SegmentEntry]:
-        try:
-            return self._writer.finish()
-        except BaseException:
-            self._writer.abort()
-            raise
-
-    def abort(self) -> None:
-        """Never committed: what was stored stays orphaned until vacuum."""
-        self._writer.abort()
-
-
 def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,
-            base_version: int, rows: list[pa.Table] | _Rows, removed: tuple[str, ...],
+            base_version: int, rows: list[pa.Table] | SampleRows, removed: tuple[str, ...],
             schema: pa.Schema | None = None) -> None:
     """Commit the sample's ``rows`` (or those written already), its strata's changes and the
     base version it represents; ``removed``: its segments the commit replaces."""
     from colonnade.schema.types import schema_to_json
 
-    if isinstance(rows, _Rows):
+    if isinstance(rows, SampleRows):
         written = rows
     else:
-        written = _Rows(sample, schema)
+        written = SampleRows(sample, schema)
         for table in rows:
             written.write(table)
     entries = written.finish()

@@ -1,0 +1,121 @@
+"""The rows a sample takes from appended rows: batches admitted into its strata together
+(:class:`Admitter`), the sample rows they give (:func:`sample_rows`), and those rows written
+ahead of the commit that records them (:class:`SampleRows`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from colonnade.config import WriteSettings
+from colonnade.table.commits import Commit, SegmentEntry
+from colonnade.table.strata import Keys
+from colonnade.table.writer import SegmentWriter
+
+if TYPE_CHECKING:
+    from colonnade.table.dataset import Dataset
+    from colonnade.table.sample import SampleState
+
+STRATUM_COLUMN = "__stratum"
+KEY_COLUMN = "__u"
+#: Rows admitted at a time (the strata above the floor are merged once per admission).
+ADMIT_ROWS = 1 << 19
+
+
+class Held:
+    """Batches held until :data:`ADMIT_ROWS` rows or more are (admitted together, they merge
+    the strata above the floor once)."""
+
+    def __init__(self, rows: int = ADMIT_ROWS) -> None:
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+        self._enough = rows
+
+    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch] | None:
+        """Hold ``batch``; every batch held, once there are enough."""
+        self.batches.append(batch)
+        self.rows += batch.num_rows
+        return self.take() if self.rows >= self._enough else None
+
+    def take(self) -> list[pa.RecordBatch]:
+        out, self.batches, self.rows = self.batches, [], 0
+        return out
+
+
+class Admitter:
+    """Rows admitted into one sample's strata, :data:`ADMIT_ROWS` or more at a time (each
+    admission merges the strata above the floor once), and the sample rows they gave."""
+
+    def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str],
+                 sink: Callable[[pa.Table], None] | None = None) -> None:
+        self.state = state
+        self.rng = rng
+        self.columns = list(columns)
+        self.rows: list[pa.Table] = []  # unless given to ``sink`` as they come
+        self._sink = sink if sink is not None else self.rows.append
+        self._held = Held()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        full = self._held.add(batch)
+        if full:
+            self.admit(full)
+
+    def flush(self) -> None:
+        self.admit(self._held.take())
+
+    def admit(self, batches: list[pa.RecordBatch]) -> None:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        strata = self.state.strata
+        ids = strata.ids(pa.Table.from_batches(batches), self.state.settings.on)
+        positions, keys = strata.admit(ids, Keys.drawn(len(ids), self.rng))
+        if len(positions):
+            self._sink(sample_rows(batches, ids, positions, keys, self.columns))
+
+
+def sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.ndarray,
+                 keys: np.ndarray, columns: Sequence[str]) -> pa.Table:
+    """Rows ``positions`` (sorted) of ``batches`` taken as one, with their stratum and key."""
+    starts = np.cumsum([0, *(b.num_rows for b in batches)])
+    cuts = np.searchsorted(positions, starts)
+    parts = [batch.select(list(columns)).take(pa.array(positions[lo:hi] - start))
+             for batch, start, lo, hi in zip(batches, starts, cuts, cuts[1:], strict=False) if hi > lo]
+    picked = pa.Table.from_batches(parts)
+    return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
+        .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
+
+
+class SampleRows:
+    """The rows of one sample commit, written as they come (a writer's segments are stored
+    under the id of the commit that will record them)."""
+
+    def __init__(self, sample: Dataset, schema: pa.Schema | None = None) -> None:
+        self.id = Commit.new("sample").id
+        self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
+        settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
+                                          compression=self.spec.compression)
+        self._writer = SegmentWriter(sample.store, self.spec, self.id, settings)
+
+    def write(self, table: pa.Table) -> None:
+        try:
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    self._writer.write(batch)
+        except BaseException:
+            self._writer.abort()
+            raise
+
+    def finish(self) -> list[SegmentEntry]:
+        try:
+            return self._writer.finish()
+        except BaseException:
+            self._writer.abort()
+            raise
+
+    def abort(self) -> None:
+        """Never committed: what was stored stays orphaned until vacuum."""
+        self._writer.abort()
