@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -135,12 +135,28 @@ def _register() -> None:
 _register()
 
 
+def _exit_interrupted() -> NoReturn:
+    """End an interrupted command now: what it had to say is said and its store is closed, so
+    nothing is left for the interpreter's teardown, which after an interrupt may find objects of
+    native libraries still referenced from the unwound frames and print warnings about them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said
+            pass
+    os._exit(EXIT_INTERRUPTED)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command line (the console script is ``colonnade.cli.run``, which calls this)."""
     try:
         cli.main(args=argv, prog_name="colonnade")
+    except SystemExit as exc:
+        if exc.code == EXIT_INTERRUPTED:
+            _exit_interrupted()
+        raise
     except KeyboardInterrupt:  # before or after the group's own handler (parsing, exit)
-        sys.exit(EXIT_INTERRUPTED)
+        _exit_interrupted()
     except BrokenPipeError:
         _discard_stdout()
         sys.exit(0)
