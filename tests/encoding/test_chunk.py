@@ -93,6 +93,18 @@ def test_sliced_and_chunked_input() -> None:
 
 
 # -- dictionary encoding ------------------------------------------------------------------------
+@pytest.mark.parametrize("run_end", [None, True, False])
+def test_a_slice_of_a_dictionary_array_stores_only_the_values_it_uses(run_end: bool | None) -> None:
+    whole = pa.array(["k", "b", "b", None, "c", "z", "a"] * 40).dictionary_encode()
+    part = whole.slice(100, 150).slice(0, 3)  # rows 100-102: "b", None, "c"
+    assert part.to_pylist() == ["b", None, "c"]
+    data, stats = encode_chunk(part, run_end=run_end)
+    decoded = decode_chunk(data)
+    assert decoded.to_pylist() == ["b", None, "c"]
+    assert sorted(decoded.dictionary.to_pylist()) == ["b", "c"]
+    assert (stats.rows, stats.nulls, stats.min, stats.max, stats.dictionary) == (3, 1, "b", "c", True)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.sampled_from(["red", "green", "blue", None]), min_size=20, max_size=300))
 def test_low_cardinality_strings_are_dictionary_encoded(values: list[str | None]) -> None:

@@ -23,6 +23,7 @@ from colonnade.errors import DatasetExistsError, SchemaError
 from colonnade.table.commits import position_id
 from colonnade.table.dataset import SampleWarning
 from colonnade.table.sample import state_of
+from colonnade.table.writer import column_stats_from_text
 
 
 def _rows(n: int, seed: int) -> pa.Table:
@@ -226,6 +227,31 @@ def test_an_append_racing_another_catches_the_sample_up_from_the_log(store: Stor
     assert raced and result.version == raced[0] + 1
     _check(store)
     assert store.dataset("imps").snapshot().rows == 10_000
+
+
+@pytest.mark.parametrize("sort_by", [None, "geo"])
+def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
+        store: Store, sort_by: str | None) -> None:
+    """An append's string key columns are dictionary-encoded once, for the strata and the writer
+    alike (a sort column is left to the writer): each segment stores only the values it holds,
+    so its statistics bound them, and the sample is what it must be, null keys included."""
+    rows = _rows(40_000, 5)
+    geo = sorted(rows.column("geo").to_pylist())  # in order: each segment holds a narrow range
+    geo[-3_000:] = [None] * 3_000
+    rows = rows.set_column(0, "geo", pa.array(geo))
+    ds = store.create_dataset("imps", rows.schema, segment_rows=4_096, sort_by=sort_by)
+    ds.append(rows.slice(0, 100))
+    store.create_sample("imps", ["geo", "pub"], 0.05, min_per_stratum=20, seed=3)
+    result = ds.append(rows.slice(100))
+    _check(store)
+    written = rows.slice(100).column("geo").to_pylist()
+    expected = sorted((min(part, default=None), max(part, default=None), len(part)) for part in (
+        [g for g in written[at:at + 4_096] if g is not None] for at in range(0, len(written), 4_096)))
+    segments = [s for s in ds.snapshot().segments if s.segment not in
+                {e.segment for e in ds.snapshot(result.version - 1).segments}]
+    stats = [column_stats_from_text(s.stats)["geo"] for s in segments]
+    assert sorted((st.min, st.max, st.rows - st.nulls) for st in stats) == expected
+    assert ds.to_arrow().sort_by("id").column("geo").to_pylist() == geo
 
 
 def test_dropping_a_dataset_drops_its_samples(store: Store) -> None:

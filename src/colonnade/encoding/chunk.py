@@ -70,6 +70,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -174,6 +175,22 @@ def _min_max(array: pa.Array) -> tuple[Any, Any]:
     return lo, hi
 
 
+def _used_dictionary(array: pa.DictionaryArray) -> pa.DictionaryArray:
+    """The array with only the dictionary values it uses (a slice of a longer array, e.g. a
+    segment of a batch encoded whole, shares the batch's dictionary): no unused values stored,
+    and statistics (taken from the dictionary) that bound what is there."""
+    n = len(array.dictionary)
+    if n == 0 or len(array) == 0:
+        return array
+    indices = array.indices
+    positions = (pc.drop_null(indices) if indices.null_count else indices).to_numpy(zero_copy_only=False)
+    used = np.bincount(positions, minlength=n).astype(bool)
+    if used.all():
+        return array
+    remap = pa.array(np.cumsum(used, dtype=np.int32) - 1)
+    return pa.DictionaryArray.from_arrays(pc.take(remap, indices), array.dictionary.filter(pa.array(used)))
+
+
 def _narrow(array: pa.DictionaryArray) -> pa.DictionaryArray:
     """Dictionary indices as small as the dictionary allows (compresses far better)."""
     n = len(array.dictionary)
@@ -275,6 +292,8 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
     forced run-end encoding applies to non-empty columns of types it supports)."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if pa.types.is_dictionary(array.type):
+        array = _used_dictionary(array)
     nulls = array.null_count
     if run_end is None:
         delta = _delta_rule(array)

@@ -399,12 +399,12 @@ class Dataset:
 
         def conformed(batch: pa.RecordBatch) -> pa.RecordBatch:
             batch = conform(self.name, batch, spec.schema, allow_missing=schema_mode == "merge")
-            if admission is not None:
-                admission.add(batch)
-            return batch
+            return batch if admission is None else admission.add(batch)
 
         try:
-            entries = write_all(writer, _chain(first, batches), conformed, on_batch)
+            rows = _chain(first, batches) if admission is None else \
+                _then(_chain(first, batches), admission.input_done)
+            entries = write_all(writer, rows, conformed, on_batch)
             reads = self.reads(read, changes_schema=merged is not None)
             if positions:
                 reads = replace(reads, positions=frozenset(positions),
@@ -578,6 +578,12 @@ def _duplicate(source: str, version: int) -> CommitResult:
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield first
     yield from rest
+
+
+def _then(batches: Iterator[pa.RecordBatch], done: Callable[[], None]) -> Iterator[pa.RecordBatch]:
+    """``batches``, then ``done()`` once they are all taken."""
+    yield from batches
+    done()
 
 
 def file_identity(path: Path, chunk: int = 8 * 1024 * 1024,

@@ -60,6 +60,7 @@ from colonnade.table.sample_rows import (
     STRATUM_COLUMN,
     Admitter,
     Held,
+    KeyEncoding,
     SampleRows,
 )
 from colonnade.table.scan import Scan
@@ -281,22 +282,37 @@ class Admission:
             # the keys of the version it commits if it is used (the log's reading draws others)
             rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
             self.parts.append(_Part(sample, state, rng, columns))
+        self._encoding = KeyEncoding(base.spec, [k for p in self.parts for k in p.admitter.state.settings.on])
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Hold ``batch`` for admission; the batch the append writes (see :class:`KeyEncoding`)."""
         if not self.parts:
-            return
+            return batch
+        batch = self._encoding(batch)
         full = self._held.add(batch)
         if full:
             self._submit(full)
+        return batch
 
-    def _submit(self, held: list[pa.RecordBatch]) -> None:
+    def input_done(self) -> None:
+        """The append has handed over all its rows: the last ones are admitted and the sample
+        rows finished (encoded and stored) while the append finishes writing and commits, so
+        that its sample's commit only records them."""
+        if self.parts and not self._committed:
+            self._submit(self._held.take(), last=True)
+
+    def _submit(self, held: list[pa.RecordBatch], last: bool = False) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-sample")
-        self._pending.append(self._pool.submit(self._admit, held))
+        self._pending.append(self._pool.submit(self._admit, held, last))
 
-    def _admit(self, batches: list[pa.RecordBatch]) -> None:
+    def _admit(self, batches: list[pa.RecordBatch], last: bool = False) -> None:
         for part in self.parts:
             part.admitter.admit(batches)
+        if last:
+            for part in self.parts:
+                if part.rows is not None:
+                    part.rows.finish()
 
     def _finish(self, cancel: bool) -> None:
         """Wait for the admissions under way (or drop those not started, with ``cancel``);

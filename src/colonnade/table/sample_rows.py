@@ -4,13 +4,16 @@ ahead of the commit that records them (:class:`SampleRows`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from colonnade.config import WriteSettings
+from colonnade.encoding.chunk import DICTIONARY_RATIO
+from colonnade.schema.spec import DatasetSpec
 from colonnade.table.commits import Commit, SegmentEntry
 from colonnade.table.strata import Keys
 from colonnade.table.writer import SegmentWriter
@@ -43,6 +46,39 @@ class Held:
     def take(self) -> list[pa.RecordBatch]:
         out, self.batches, self.rows = self.batches, [], 0
         return out
+
+
+class KeyEncoding:
+    """The string key columns of an append's batches, dictionary-encoded once as they come: the
+    strata read their ids off the dictionaries, and the writer stores the dictionaries (a
+    segment keeps the values it uses) instead of hashing the same columns again. Decided on the
+    first batch, for every batch of the append (its batches share a schema): a key column not
+    used to partition or sort the dataset whose first batch has few distinct values."""
+
+    def __init__(self, spec: DatasetSpec, keys: Iterable[str]) -> None:
+        ordering = {s for t in spec.partition_by for s in t.sources}
+        for key in spec.sort_keys():
+            ordering.update([key] if isinstance(key, str) else key.sources)
+        self._keys = [k for k in dict.fromkeys(keys) if k not in ordering]
+        self._columns: list[int] | None = None
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        first: dict[int, pa.Array] = {}
+        if self._columns is None:
+            for name in self._keys:
+                at = batch.schema.get_field_index(name)
+                if at >= 0 and (pa.types.is_string(batch.schema.field(at).type)
+                                or pa.types.is_large_string(batch.schema.field(at).type)):
+                    encoded = pc.dictionary_encode(batch.column(at))
+                    if len(encoded.dictionary) <= DICTIONARY_RATIO * batch.num_rows:
+                        first[at] = encoded
+            self._columns = list(first)
+        for at in self._columns:
+            column = batch.column(at)
+            if not pa.types.is_dictionary(column.type):
+                encoded = first[at] if at in first else pc.dictionary_encode(column)
+                batch = batch.set_column(at, batch.schema.field(at).with_type(encoded.type), encoded)
+        return batch
 
 
 class Admitter:
@@ -99,6 +135,7 @@ class SampleRows:
         settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
                                           compression=self.spec.compression)
         self._writer = SegmentWriter(sample.store, self.spec, self.id, settings)
+        self._entries: list[SegmentEntry] | None = None
 
     def write(self, table: pa.Table) -> None:
         try:
@@ -110,11 +147,14 @@ class SampleRows:
             raise
 
     def finish(self) -> list[SegmentEntry]:
-        try:
-            return self._writer.finish()
-        except BaseException:
-            self._writer.abort()
-            raise
+        """Every row written stored: their segments (once; later calls return the same)."""
+        if self._entries is None:
+            try:
+                self._entries = self._writer.finish()
+            except BaseException:
+                self._writer.abort()
+                raise
+        return self._entries
 
     def abort(self) -> None:
         """Never committed: what was stored stays orphaned until vacuum."""

@@ -285,6 +285,13 @@ class Strata:
         (new values are added): looked up in the set of known values (no dictionary built per
         chunk), or, when some are new, dictionary-encoded and the set grown."""
         known = self._columns[at]
+        if pa.types.is_dictionary(chunk.type):  # read off its dictionary (see KeyEncoding)
+            listed = [known.setdefault(v, len(known)) for v in chunk.dictionary.to_pylist()]
+            indices = chunk.indices
+            if indices.null_count:
+                listed.append(known.setdefault(None, len(known)))
+                indices = pc.fill_null(indices, len(listed) - 1)
+            return np.array(listed, dtype=np.int32)[indices.to_numpy(zero_copy_only=False)]
         lookup = self._lookups[at]
         if lookup is not None and lookup[0] == chunk.type:
             found = pc.index_in(chunk, options=lookup[1])
