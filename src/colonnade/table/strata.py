@@ -368,29 +368,34 @@ class Strata:
             at = np.searchsorted(_ordered(live_ids, live_keys), c_order)
             all_ids = np.insert(live_ids, at, c_ids)
             all_keys = np.insert(live_keys, at, c_keys)
-            origin = np.insert(np.full(len(live_ids), -1, dtype=np.int64), at, c_rows)
+            inserted = at + np.arange(len(at))  # where np.insert put each candidate
             if not _sorted(all_ids, all_keys):  # keys a rounding apart: merge exactly
                 exact = np.lexsort((all_keys, all_ids))
-                all_ids, all_keys, origin = all_ids[exact], all_keys[exact], origin[exact]
-            which = np.unique(c_ids)
+                all_ids, all_keys = all_ids[exact], all_keys[exact]
+                inserted = np.argsort(exact)[inserted]
+            which = c_ids[np.r_[True, c_ids[1:] != c_ids[:-1]]] if len(c_ids) else c_ids  # sorted
             starts = np.searchsorted(all_ids, which)
             have = np.searchsorted(all_ids, which, side="right") - starts
             grown = self.population[which] + counts[which] > self.min_rows
             kth = all_keys[np.minimum(starts + self.min_rows - 1, len(all_keys) - 1)]
             falls = grown & (have >= self.min_rows)
             self.threshold[which] = np.where(falls, np.maximum(self.fraction, kth), self.threshold[which])
-            keep = all_keys <= self.threshold[all_ids]
+            limit = self.threshold[all_ids]
+            keep = all_keys <= limit
             self.kept[which] = np.bincount(all_ids[keep], minlength=size)[which]
-            stays = keep & (self.threshold[all_ids] > self.fraction)
+            stays = keep & (limit > self.fraction)
             self._live = (all_ids[stays], all_keys[stays])
-            new = keep & (origin >= 0)
-            rows.append(origin[new])
-            found.append(all_keys[new])
+            new = keep[inserted]
+            rows.append(c_rows[new])
+            found.append(c_keys[new])
         self.population += counts
         self.dirty |= counts > 0
-        positions = np.concatenate(rows)
-        order_ = np.argsort(positions, kind="stable")
-        return positions[order_], np.concatenate(found)[order_]
+        if len(rows) == 1:
+            return rows[0], found[0]
+        # in row order: the rows of the strata above the floor merged into those at it (sorted)
+        order = np.argsort(rows[1])
+        at = np.searchsorted(rows[0], rows[1][order])
+        return np.insert(rows[0], at, rows[1][order]), np.insert(found[0], at, found[1][order])
 
     def remove(self, ids: np.ndarray) -> None:
         """Base rows deleted: the stratum id of each."""
