@@ -136,9 +136,13 @@ _register()
 
 
 def _exit_interrupted() -> NoReturn:
-    """End an interrupted command now: what it had to say is said and its store is closed, so
-    nothing is left for the interpreter's teardown, which after an interrupt may find objects of
-    native libraries still referenced from the unwound frames and print warnings about them."""
+    """End an interrupted command now: what it had to say is said and its store is closed.
+    The exit handlers still run (multiprocessing's, for one, releases the semaphores of an
+    ingest's workers), but not the interpreter's teardown, which after an interrupt may find
+    objects of native libraries still referenced from the unwound frames and warn about them."""
+    import atexit
+
+    atexit._run_exitfuncs()  # each handler's error, if any, is printed by it and passed over
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
