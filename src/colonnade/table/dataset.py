@@ -402,8 +402,7 @@ class Dataset:
             return batch if admission is None else admission.add(batch)
 
         try:
-            rows = _chain(first, batches) if admission is None else \
-                _then(_chain(first, batches), admission.input_done)
+            rows = _chain(first, batches, None if admission is None else admission.input_done)
             entries = write_all(writer, rows, conformed, on_batch)
             reads = self.reads(read, changes_schema=merged is not None)
             if positions:
@@ -575,15 +574,13 @@ def _duplicate(source: str, version: int) -> CommitResult:
     return CommitResult(None, f"source {source} was ingested concurrently by another writer (version {version})")
 
 
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch],
+           done: Callable[[], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """``first``, then ``rest``; then ``done()``, once they are all taken."""
     yield first
     yield from rest
-
-
-def _then(batches: Iterator[pa.RecordBatch], done: Callable[[], None]) -> Iterator[pa.RecordBatch]:
-    """``batches``, then ``done()`` once they are all taken."""
-    yield from batches
-    done()
+    if done is not None:
+        done()
 
 
 def file_identity(path: Path, chunk: int = 8 * 1024 * 1024,
