@@ -265,6 +265,18 @@ def test_commits_in_version_order(cstore: CassandraStore, dataset: str) -> None:
 
 
 @pytest.mark.cassandra
+def test_connections_send_requests_without_waiting_for_acks(cstore: CassandraStore, dataset: str) -> None:
+    """Nagle's algorithm is off on every connection to the node: a commit record larger than a
+    TCP segment would otherwise wait for the node's delayed ACK (~40 ms a request)."""
+    cstore.commit(dataset, 1, b"x" * 20_000)
+    assert cstore.list_commits(dataset) == [(1, b"x" * 20_000)]
+    connections = [c for pool in cstore._session.get_pools() for c in pool.get_connections()]
+    connections.append(cstore._cluster.control_connection._connection)
+    assert connections and all(
+        c._socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for c in connections)
+
+
+@pytest.mark.cassandra
 def test_commit_conflict_between_threads(cstore: CassandraStore, dataset: str) -> None:
     writers, versions = 4, 5
     wins: dict[int, list[int]] = {v: [] for v in range(1, versions + 1)}
