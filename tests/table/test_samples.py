@@ -229,6 +229,27 @@ def test_an_append_racing_another_catches_the_sample_up_from_the_log(store: Stor
     assert store.dataset("imps").snapshot().rows == 10_000
 
 
+def test_a_sample_committed_to_during_an_append_is_caught_up_from_the_log(store: Store) -> None:
+    """Another writer commits to the sample (here: compacts it) while an append samples its
+    rows: the append's sample commit conflicts, what it sampled is dropped, and the sample
+    catches up from the log."""
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
+    for seed in (2, 3):
+        ds.append(_rows(2_000, seed))
+    compacted = []
+
+    def compact(batch: pa.RecordBatch) -> None:
+        if not compacted:
+            compacted.append(store.dataset("imps_by_geo_pub").compact().version)
+
+    ds.append(_rows(3_000, 4), on_batch=compact)
+    s = store.dataset("imps_by_geo_pub")
+    assert compacted[0] is not None and [c.kind for c in s.history(compacted[0] - 1)] == ["compact", "sample"]
+    _check(store)
+
+
 @pytest.mark.parametrize("sort_by", [None, "geo"])
 def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
         store: Store, sort_by: str | None) -> None:

@@ -232,9 +232,10 @@ def maintain(base: Dataset, admitted: Admission | None = None, version: int | No
     """Bring the samples of ``base`` up to its latest version: first from the rows an append
     admitted as it wrote them (``admitted``, for its commit ``version``), then, for any sample
     still behind, from the commits since the version it records."""
-    if admitted is not None and version is not None:
-        admitted.commit(version)
+    current = admitted.commit(version) if admitted is not None and version is not None else set()
     for name in sample_names(base.snapshot()):
+        if name in current:
+            continue  # committed for ``version`` by the append: nothing to read back
         sample = _sample_dataset(base, name)
         if sample is not None:
             catch_up(base, sample)
@@ -341,11 +342,12 @@ class Admission:
             if part.rows is not None:
                 part.rows.abort()
 
-    def commit(self, version: int) -> None:
-        """The append committed ``version``: commit each sample's rows, if still valid."""
+    def commit(self, version: int) -> set[str]:
+        """The append committed ``version``: commit each sample's rows, if still valid; the
+        names of the samples so brought to ``version``."""
         if version != self.read_version + 1:
             self.abort()
-            return
+            return set()
         self._committed = True
         try:
             if self._held.batches:
@@ -354,15 +356,15 @@ class Admission:
         except BaseException:
             self.abort()
             raise
+        current = set()
         for at, part in enumerate(self.parts):
             state = part.admitter.state
             rows: list[pa.Table] | SampleRows = part.rows if part.rows is not None else []
             try:
-                if part.sample.snapshot().version != state.snapshot.version:
-                    if part.rows is not None:
-                        part.rows.abort()
-                    continue  # maintained meanwhile by another process
+                # exclusive of any sample commit since it was read (e.g. another process
+                # maintained it meanwhile: it then conflicts, and its rows stay orphaned)
                 _commit(part.sample, state.settings, state.snapshot, state.strata, version, rows, ())
+                current.add(part.sample.name)
             except CommitConflictError:
                 continue
             except BaseException:  # its rows and the other samples' are dropped (caught up later)
@@ -370,6 +372,7 @@ class Admission:
                     if rest.rows is not None:
                         rest.rows.abort()
                 raise
+        return current
 
 
 def catch_up(base: Dataset, sample: Dataset) -> SampleState:
