@@ -16,7 +16,7 @@ from colonnade.encoding.chunk import DICTIONARY_RATIO
 from colonnade.schema.spec import DatasetSpec
 from colonnade.table.commits import Commit, SegmentEntry
 from colonnade.table.strata import Keys
-from colonnade.table.writer import SegmentWriter
+from colonnade.table.writer import SegmentWriter, write_segment
 
 if TYPE_CHECKING:
     from colonnade.table.dataset import Dataset
@@ -127,17 +127,30 @@ def sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.nd
 
 class SampleRows:
     """The rows of one sample commit, written as they come (a writer's segments are stored
-    under the id of the commit that will record them)."""
+    under the id of the commit that will record them). Fewer rows than a segment's (an append's
+    share, typically) are held, then stored as one segment by :meth:`finish` on its thread."""
 
     def __init__(self, sample: Dataset, schema: pa.Schema | None = None) -> None:
         self.id = Commit.new("sample").id
+        self.store = sample.store
         self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
-        settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
-                                          compression=self.spec.compression)
-        self._writer = SegmentWriter(sample.store, self.spec, self.id, settings)
+        self._settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
+                                                compression=self.spec.compression)
+        self._writer: SegmentWriter | None = None
+        self._held: list[pa.Table] = []
+        self._held_rows = 0
         self._entries: list[SegmentEntry] | None = None
 
     def write(self, table: pa.Table) -> None:
+        if self._writer is None and not self.spec.partition_by and not self.spec.sort_by:
+            self._held.append(table)
+            self._held_rows += table.num_rows
+            if self._held_rows < self._settings.segment_rows:
+                return
+            table = pa.concat_tables(self._held)  # a segment's worth or more: a writer from here on
+            self._held, self._held_rows = [], 0
+        if self._writer is None:
+            self._writer = SegmentWriter(self.store, self.spec, self.id, self._settings)
         try:
             for batch in table.to_batches():
                 if batch.num_rows:
@@ -149,6 +162,12 @@ class SampleRows:
     def finish(self) -> list[SegmentEntry]:
         """Every row written stored: their segments (once; later calls return the same)."""
         if self._entries is None:
+            if self._writer is None:
+                rows = pa.concat_tables(self._held).combine_chunks() if self._held else None
+                self._held = []
+                self._entries = [] if rows is None or rows.num_rows == 0 else \
+                    [write_segment(self.store, self.spec, self.id, rows, self._settings)]
+                return self._entries
             try:
                 self._entries = self._writer.finish()
             except BaseException:
@@ -158,4 +177,6 @@ class SampleRows:
 
     def abort(self) -> None:
         """Never committed: what was stored stays orphaned until vacuum."""
-        self._writer.abort()
+        self._held = []
+        if self._writer is not None:
+            self._writer.abort()

@@ -112,6 +112,36 @@ class _Pending:
     futures: list[Future[tuple[bytes, ChunkStats]]]
 
 
+def _stored_parts(commit_id: str, p: _Pending, encoded: list[tuple[bytes, ChunkStats]]
+                  ) -> tuple[SegmentRow, list[tuple[ChunkRef, bytes]], SegmentEntry]:
+    """The segment row, chunks and log entry of segment ``p`` given its encoded columns."""
+    stats = {name: st for name, (_, st) in zip(p.names, encoded, strict=True)}
+    chunks = [(ChunkRef(p.partition, name, p.segment, p.bucket), data)
+              for name, (data, _) in zip(p.names, encoded, strict=True)]
+    row = SegmentRow(p.partition, p.segment, commit_id, p.rows, p.bucket, segment_stats_json(stats))
+    entry = SegmentEntry(p.segment, p.partition, p.rows, p.bucket, p.values,
+                         frozenset(n for n, st in stats.items() if st.dictionary), column_stats_text(stats))
+    return row, chunks, entry
+
+
+def write_segment(store: ChunkStore, spec: DatasetSpec, commit_id: str, table: pa.Table,
+                  settings: WriteSettings) -> SegmentEntry:
+    """``table`` (rows of a dataset neither partitioned nor sorted, at most a segment's worth)
+    stored as one segment, encoded on the calling thread: for a few thousand rows (a sample's
+    share of an append) a :class:`SegmentWriter`'s threads cost more than they save."""
+    assert not spec.partition_by and not spec.sort_by
+    encoded = [encode_chunk(column, settings.ipc_compression, None, settings.compression_level)
+               for column in table.columns]
+    p = _Pending(spec.partition_key(()), (), random.randrange(0, 2**20) * 1024, uuid.uuid4().hex,
+                 table.num_rows, table.column_names, [])
+    row, chunks, entry = _stored_parts(commit_id, p, encoded)
+    store.put_segments(spec.name, [row])  # its row first: every stored chunk has one
+    fault_point("after_segment_row")
+    store.put_chunks(spec.name, chunks)
+    fault_point("after_chunks")
+    return entry
+
+
 def _run_starts(key_table: pa.Table) -> list[int]:
     """Row indices where the partition key differs from the previous row."""
     n = key_table.num_rows
@@ -199,15 +229,9 @@ class SegmentWriter:
 
     def _resolve(self, p: _Pending) -> tuple[SegmentRow, list[tuple[ChunkRef, bytes]], SegmentEntry]:
         encoded = [f.result() for f in p.futures]
-        stats = {name: st for name, (_, st) in zip(p.names, encoded, strict=True)}
         for name, (data, _) in zip(p.names, encoded, strict=True):
             self._dictionary_hint[name] = bool(data[5] & FLAG_DICTIONARY)  # header flags byte
-        chunks = [(ChunkRef(p.partition, name, p.segment, p.bucket), data)
-                  for name, (data, _) in zip(p.names, encoded, strict=True)]
-        row = SegmentRow(p.partition, p.segment, self.commit_id, p.rows, p.bucket, segment_stats_json(stats))
-        entry = SegmentEntry(p.segment, p.partition, p.rows, p.bucket, p.values,
-                             frozenset(n for n, st in stats.items() if st.dictionary), column_stats_text(stats))
-        return row, chunks, entry
+        return _stored_parts(self.commit_id, p, encoded)
 
     def _check(self) -> None:
         if self._error is not None:
