@@ -52,6 +52,31 @@ def test_ids_group_rows_by_their_key_columns_nulls_included() -> None:
     assert again.tolist() == [ids[1]]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_dictionary_key_columns_get_the_ids_their_values_get(seed: int) -> None:
+    """Key columns given as dictionary arrays (chunks with dictionaries of their own, values
+    unused by the rows, nulls, values met for the first time) get the ids the same values get
+    as plain strings, and only the combinations rows have become strata."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(30)] + [None]
+    plain, encoded = Strata(0.1, 5), Strata(0.1, 5)
+    for _ in range(4):
+        chunks = []
+        for _ in range(int(rng.integers(1, 4))):
+            n = int(rng.integers(1, 200))
+            a = rng.choice(words[: int(rng.integers(2, 31))], n).tolist()
+            b = rng.choice(words[:4] + [None], n).tolist()
+            chunks.append(pa.record_batch({"a": a, "b": b, "c": list(range(n))}))
+        table = pa.Table.from_batches(chunks)
+        expected = plain.ids(table, ["a", "b"])
+        as_dictionaries = pa.Table.from_batches([
+            pa.record_batch({"a": pa.array(c.column(0).to_pylist() + words[:-1]).dictionary_encode()[: c.num_rows],
+                             "b": c.column(1).dictionary_encode(), "c": c.column(2)}) for c in chunks])
+        got = encoded.ids(as_dictionaries, ["a", "b"])
+        assert [encoded.values[i] for i in got] == [plain.values[i] for i in expected]
+        assert sorted(map(str, encoded.by_values)) == sorted(map(str, plain.by_values))
+
+
 def test_state_round_trips_through_properties() -> None:
     strata = Strata(0.05, 3)
     strata.admit(strata.ids(pa.table({"a": ["p"] * 10 + ["q"] * 2}), ["a"]),

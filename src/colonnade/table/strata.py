@@ -254,12 +254,21 @@ class Strata:
                     known.setdefault(v, len(known))
         if len(self._lookups) != len(columns):
             self._lookups = [None] * len(columns)
+        chunked = [batch.column(name) for name in columns]
+        chunks = [c.chunks if isinstance(c, pa.ChunkedArray) else [c] for c in chunked]
+        if all(pa.types.is_dictionary(c.type) for c in chunked) and \
+                len({tuple(map(len, cs)) for cs in chunks}) == 1:
+            return np.concatenate([self._dictionary_ids(list(row)) for row in zip(*chunks, strict=True)
+                                   if len(row[0])] or [np.zeros(0, dtype=np.int64)])
         indices = []
-        for at, name in enumerate(columns):
-            column = batch.column(name)
-            parts = [self._indices(at, chunk) for chunk in
-                     (column.chunks if isinstance(column, pa.ChunkedArray) else [column]) if len(chunk)]
+        for at, column_chunks in enumerate(chunks):
+            parts = [self._indices(at, chunk) for chunk in column_chunks if len(chunk)]
             indices.append(np.concatenate(parts) if len(parts) != 1 else parts[0])
+        return self._ids_of(indices)
+
+    def _ids_of(self, indices: list[np.ndarray], create: bool = True) -> np.ndarray:
+        """The stratum ids of rows given each key column's value indices (new strata added;
+        without ``create``, -1 for those)."""
         sizes = tuple(len(k) for k in self._columns)
         if sizes != self._sizes:
             self._index_codes(sizes)
@@ -268,7 +277,7 @@ class Strata:
             codes = codes * size + more
         found = self._codes[codes]
         missing = found < 0
-        if missing.any():
+        if create and missing.any():
             lists = [list(k) for k in self._columns]
             for code in np.unique(codes[missing]).tolist():
                 picked: list[Any] = []
@@ -278,6 +287,37 @@ class Strata:
                 key = tuple(reversed(picked))
                 self._codes[self._code_of(key, sizes)] = self.stratum(key)
             found = self._codes[codes]
+        return found
+
+    def _dictionary_ids(self, chunks: list[pa.DictionaryArray]) -> np.ndarray:
+        """The stratum ids of rows whose key columns are dictionary arrays (see KeyEncoding):
+        the ids of every combination of their dictionaries' values, then one look-up per row."""
+        lists, indices = [], []
+        for at, chunk in enumerate(chunks):
+            known = self._columns[at]
+            listed = [known.setdefault(v, len(known)) for v in chunk.dictionary.to_pylist()]
+            index = chunk.indices
+            if index.null_count:
+                listed.append(known.setdefault(None, len(known)))
+                index = pc.fill_null(index, len(listed) - 1)
+            lists.append(np.array(listed, dtype=np.int64))
+            indices.append(index.to_numpy(zero_copy_only=False))
+        widths = [len(v) for v in lists]
+        if int(np.prod(widths, dtype=np.int64)) > max(1 << 16, len(chunks[0])):
+            return self._ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
+        # every combination of the dictionaries' values (a few thousand): its stratum id, or
+        # -1 for a stratum not met yet (created below if a row has it)
+        combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
+        local = indices[0].astype(np.int32)
+        for width, more in zip(widths[1:], indices[1:], strict=True):
+            local *= width
+            local += more
+        found = combos[local]
+        if (found < 0).any():
+            new = np.unique(local[found < 0])
+            flat = np.unravel_index(new, widths)
+            combos[new] = self._ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
+            found = combos[local]
         return found
 
     def _indices(self, at: int, chunk: pa.Array) -> np.ndarray:
