@@ -21,7 +21,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"| append with the sample maintained | {ingest['sampled_rows_per_s']:,} | {ingest['sampled_seconds']} |",
         "",
         f"Commits of {ingest['commit_events']:,} events (in-memory Arrow tables, the fastest "
-        f"appends there are), the two datasets alternately. Keeping the sample current takes "
+        f"appends there are), the two datasets alternately, each first every other commit (ABBA). Keeping the sample current takes "
         f"**{ingest['cost_share']:.1%}** of ingest throughput "
         f"({ingest['maintenance_us_per_row']} µs per appended row). A build from scratch takes "
         f"{build['seconds']} s ({build['rows_per_s']:,} rows/s).", "",
