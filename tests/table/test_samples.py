@@ -275,6 +275,22 @@ def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
     assert ds.to_arrow().sort_by("id").column("geo").to_pylist() == geo
 
 
+def test_sample_rows_of_an_append_are_one_segment_and_a_build_s_go_through_a_writer(store: Store) -> None:
+    """Sample rows fewer than a segment's (an append's share) are stored as one segment; more
+    (a build from a dataset) are cut into segments by a writer. Both kinds read back alike."""
+    ds = store.create_dataset("imps", _rows(1, 0).schema, segment_rows=1_000)
+    ds.append(_rows(6_000, 1))
+    store.create_sample("imps", "geo,pub", 0.3, min_per_stratum=20)
+    s = store.dataset("imps_by_geo_pub")
+    built = s.snapshot()
+    assert built.rows > 1_000 and len(built.segments) >= 2
+    assert all(e.rows <= 1_000 for e in built.segments)
+    ds.append(_rows(600, 2))
+    [added] = [e for e in s.snapshot().segments if e.segment not in {b.segment for b in built.segments}]
+    assert 0 < added.rows < 1_000
+    _check(store)
+
+
 def test_dropping_a_dataset_drops_its_samples(store: Store) -> None:
     store.create_dataset("imps", _rows(1, 0).schema).append(_rows(1_000, 1))
     store.create_sample("imps", "geo", 0.1)
