@@ -110,9 +110,30 @@ def test_blocks_hold_every_stratum_of_theirs_and_override_states_recorded_one_by
 
 
 def recorded_population(properties: dict[str, str]) -> list[int]:
+    from colonnade.table.strata import _block_states
+
+    return [int(n) for b in (0, 1) for n in _block_states(properties[f"strata:{b}"])[0]]
+
+
+def test_blocks_recorded_as_lists_are_read() -> None:
+    """Samples recorded their blocks as JSON lists before they were packed: such a block reads
+    as the packed one of the same states, and a packed block recorded later overrides it."""
     import json
 
-    return [n for b in (0, 1) for n in json.loads(properties[f"strata:{b}"])["population"]]
+    strata = Strata(0.05, 3)
+    strata.admit(strata.ids(pa.table({"a": [f"s{i % 40}" for i in range(300)]}), ["a"]),
+                 Keys.given(np.random.default_rng(1).random(300)))
+    packed = strata.changed_properties()
+    lists = {**packed, "strata:0": json.dumps({"population": strata.population.tolist(),
+                                               "kept": strata.kept.tolist(),
+                                               "threshold": strata.threshold.tolist()})}
+    assert "packed" in packed["strata:0"] and len(packed["strata:0"]) < len(lists["strata:0"])
+    assert Strata.from_properties(lists, 0.05, 3).by_id == Strata.from_properties(packed, 0.05, 3).by_id
+    strata.committed()
+    strata.admit(strata.ids(pa.table({"a": ["s1"] * 5}), ["a"]), Keys.given(np.full(5, 0.001)))
+    later = strata.changed_properties()
+    assert Strata.from_properties({**lists, **later}, 0.05, 3).by_id[1].population == \
+        strata.by_id[1].population
 
 
 @pytest.mark.parametrize("fraction", [0.01, 0.2])
