@@ -78,6 +78,26 @@ def test_prefix_and_token_ranges(tmp_path: Path) -> None:
 
 # -- on Cassandra ------------------------------------------------------------------------------------
 @pytest.mark.cassandra
+def test_baselines_connect_with_the_store_s_socket_options(cassandra_uri: str) -> None:
+    """The baselines' connections have Nagle off, as the store's do: a request over one TCP
+    segment would otherwise wait ~40 ms for a delayed ACK, a handicap of the setup, not of the
+    layout."""
+    import socket
+
+    from colonnade.bench.layouts import connect
+    from colonnade.config import parse_store_uri
+
+    cluster, session = connect(parse_store_uri(f"{cassandra_uri}/colonnade_test_layouts"))
+    try:
+        session.execute("SELECT release_version FROM system.local")
+        connections = [c for pool in session.get_pools() for c in pool.get_connections()]
+        assert connections and all(
+            c._socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for c in connections)
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.cassandra
 @pytest.mark.timeout(900)
 def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin: Any,
                                             cassandra_node_is_local: bool, tmp_path: Path) -> None:

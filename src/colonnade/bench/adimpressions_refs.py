@@ -243,17 +243,19 @@ def run_cassandra(bootstrap: str, topic: str, count: int, contact: str, keyspace
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.query import SimpleStatement, tuple_factory
 
+    from colonnade.storage.cassandra_driver import NO_DELAY
+
     host, _, port = contact.rpartition(":")
     # protocol v4: the driver's v5 framing re-copies its receive buffer per segment (slow reads)
     cluster = Cluster([host or contact], port=int(port or 9042), protocol_version=ProtocolVersion.V4,
-                      load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
+                      load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()), sockopts=NO_DELAY)
     session = cluster.connect()
     session.row_factory = tuple_factory
     session.default_timeout = 120
     result = RefResult("cassandra row per event + duckdb", settings={
         "table": f"{keyspace}.{table}: PRIMARY KEY (id), replication factor 1",
         "writes": f"prepared INSERT, {CASSANDRA_IN_FLIGHT} in flight (execute_concurrent_with_args per "
-                  "1-s micro-batch), consistency ONE",
+                  "1-s micro-batch), consistency ONE, TCP_NODELAY",
         "queries": f"full read SELECT geo, bid, publisher (page {CASSANDRA_PAGE:,} rows, tuple rows) "
                    "-> Arrow -> DuckDB, per query",
         "consumer": CONSUMER_CONFIG})

@@ -61,7 +61,8 @@ _TABLE = ("CREATE TABLE {ks}.{table} (country text, ip bigint, region text, city
           "longi double, izp text, timezone text, {key})")
 SETTINGS = {
     "replication": "SimpleStrategy, replication factor 1",
-    "driver": "DataStax cassandra-driver (Cython build, libev), protocol v4, TokenAwarePolicy(DCAwareRoundRobinPolicy)",
+    "driver": "DataStax cassandra-driver (Cython build, libev), protocol v4, TokenAwarePolicy(DCAwareRoundRobinPolicy), "
+              "TCP_NODELAY",
     "writes": f"one prepared INSERT per row, consistency ONE, {IN_FLIGHT} requests in flight in all "
               f"(execute_concurrent_with_args, {CHUNK_ROWS:,} rows a call), no batches",
     "processes": f"tried {', '.join(map(str, PROCESS_CHOICES))} on the first (up to) {CALIBRATION_ROWS:,} rows; "
@@ -78,9 +79,11 @@ def _cluster(contact: str) -> Any:
     from cassandra.cluster import Cluster
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
+    from colonnade.storage.cassandra_driver import NO_DELAY
+
     host, _, port = contact.rpartition(":")
     return Cluster([host or contact], port=int(port or 9042), protocol_version=ProtocolVersion.V4,
-                   load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
+                   load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()), sockopts=NO_DELAY)
 
 
 def _rows(table: data.RangeTable, lo: int, hi: int) -> list[tuple[Any, ...]]:

@@ -152,7 +152,7 @@ PROTOCOL_VERSION = 4
 def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, Any]:
     """A (cluster, session) for ``uri`` set up as the store's: token-aware, tuple rows, the
     store's consistency levels (profile ``read`` for reads, the default one for writes), its
-    driver connection (128 KiB socket reads) and protocol (:data:`PROTOCOL_VERSION` unless
+    driver connection (128 KiB socket reads, TCP_NODELAY) and protocol (:data:`PROTOCOL_VERSION` unless
     given)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -160,6 +160,7 @@ def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, An
     from cassandra.query import tuple_factory
 
     from colonnade.storage.cassandra import CassandraSettings, StoreConnection, _password
+    from colonnade.storage.cassandra_driver import NO_DELAY
 
     s = CassandraSettings.from_options(uri.options)
 
@@ -170,6 +171,7 @@ def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, An
 
     cluster = Cluster(contact_points=list(uri.hosts), port=uri.port,
                       protocol_version=protocol_version or PROTOCOL_VERSION, connection_class=StoreConnection,
+                      sockopts=NO_DELAY,
                       auth_provider=PlainTextAuthProvider(uri.user, _password(uri)) if uri.user else None,
                       ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile(s.write_consistency),
@@ -546,7 +548,7 @@ def _notes(name: str, n: int, rows: int, q3_rows: int, measured: bool) -> list[s
               if name == "wide" else f"{WRITE_CONCURRENCY} in flight")
     notes.append(f"reads: {SCAN_SPLITS} token ranges scanned concurrently, fetch_size {FETCH_SIZE:,}; "
                  f"writes: prepared, {writes}, empty fields unset; driver as the store's: protocol "
-                 f"v{PROTOCOL_VERSION}, token-aware, 128 KiB socket reads")
+                 f"v{PROTOCOL_VERSION}, token-aware, 128 KiB socket reads, TCP_NODELAY")
     q3 = "one partition read" if name == "wide" else "full scan, filtered client-side"
     notes.append(f"Q1-Q3 = full read of every column + DuckDB over Arrow; Q3 ({q3_rows:,} rows): {q3}")
     notes.append("bytes = SSTable files after nodetool flush + compact (default LZ4)" if measured

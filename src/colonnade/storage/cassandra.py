@@ -33,7 +33,6 @@ dataset a handful of single-partition queries instead of full-table scans. Table
 from __future__ import annotations
 
 import queue
-import socket
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -74,6 +73,7 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.storage.cassandra_driver import (
+    NO_DELAY,
     ChunkQuery,
     IdempotentRetryPolicy,
     RequestWindow,
@@ -125,8 +125,7 @@ class CassandraStore(ChunkStore):
         try:
             self._cluster = Cluster(
                 contact_points=list(uri.hosts), port=uri.port, compression=s.compression, connection_class=StoreConnection,
-                # no Nagle: a request over one TCP segment otherwise waits ~40 ms for a delayed ACK
-                sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                sockopts=NO_DELAY,
                 auth_provider=PlainTextAuthProvider(uri.user, self._secret) if uri.user else None,
                 ssl_context=s.ssl_context, connect_timeout=s.connect_timeout,
                 control_connection_timeout=s.connect_timeout,
