@@ -22,7 +22,7 @@ from colonnade import Store
 from colonnade.errors import DatasetExistsError, SchemaError
 from colonnade.table.commits import position_id
 from colonnade.table.dataset import SampleWarning
-from colonnade.table.sample import state_of
+from colonnade.table.sample import _commit, state_of
 from colonnade.table.writer import column_stats_from_text
 
 
@@ -288,6 +288,24 @@ def test_sample_rows_of_an_append_are_one_segment_and_a_build_s_go_through_a_wri
     ds.append(_rows(600, 2))
     [added] = [e for e in s.snapshot().segments if e.segment not in {b.segment for b in built.segments}]
     assert 0 < added.rows < 1_000
+    _check(store)
+
+
+def test_builds_and_catch_ups_write_their_rows_as_they_come(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build or a catch-up holds at most HOLD_ROWS sample rows: beyond, it writes the live
+    ones as it goes (here every 50), and the sample is what it must be."""
+    monkeypatch.setattr("colonnade.table.sample.HOLD_ROWS", 50)
+    ds = store.create_dataset("imps", _rows(1, 0).schema, segment_rows=500)
+    ds.append(_rows(4_000, 1))
+    store.create_sample("imps", "geo,pub", 0.2, min_per_stratum=10)
+    built = store.dataset("imps_by_geo_pub").snapshot()
+    assert built.rows >= 800 and len(built.segments) >= 2
+    _check(store)
+    monkeypatch.setattr("colonnade.table.sample._commit", _unavailable)  # left behind...
+    with pytest.warns(SampleWarning):
+        ds.append(_rows(1_500, 2))
+    monkeypatch.setattr("colonnade.table.sample._commit", _commit)
+    ds.append(_rows(1_500, 3))  # ... and caught up from the log: two appends, one commit
     _check(store)
 
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,8 @@ _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.Wea
 ADMIT_WHILE_WRITING = 1 << 19
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
 ATTEMPTS = 20
+#: Sample rows a build or catch-up holds before writing them (the live ones) as it goes.
+HOLD_ROWS = 1 << 20
 
 
 
@@ -414,12 +417,13 @@ def _needs_rebuild(commit: Commit) -> bool:
 
 
 def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: SampleState,
-                columns: Sequence[str]) -> list[pa.Table]:
+                columns: Sequence[str], sink: Callable[[pa.Table], None] | None = None) -> list[pa.Table]:
     """Admit the rows ``commit`` added (their keys drawn from a generator seeded by the
-    sample's seed and the commit's version); the sample rows they give."""
+    sample's seed and the commit's version); the sample rows they give (or, with ``sink``,
+    given to it as they come)."""
     if not commit.added:
         return []
-    admitter = Admitter(state, np.random.default_rng([state.settings.seed, 0, commit.version]), columns)
+    admitter = Admitter(state, np.random.default_rng([state.settings.seed, 0, commit.version]), columns, sink)
     scan = Scan(base, tuple(columns), snapshot=replace(snapshot, segments=commit.added))
     for batch in scan.to_batches():
         admitter.add(batch)
@@ -433,6 +437,16 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
     from colonnade.table.predicate import Predicate
 
     columns = [f.name for f in base.schema_at(target)]
+    if all(c.kind not in ("compact", "delete") for c in commits):  # rows added only: written as they come
+        written = SampleRows(sample, hold=HOLD_ROWS, live=partial(_live, strata=state.strata))
+        try:
+            for commit in commits:
+                _added_rows(base, target, commit, state, columns, sink=written.write)
+        except BaseException:
+            written.abort()
+            raise
+        _commit(sample, state.settings, state.snapshot, state.strata, target.version, written, ())
+        return
     pending: list[pa.Table] = []  # sample rows added by this catch-up
     rewrite: dict[str, pa.Table] = {}  # stored sample segments rewritten: their remaining rows
     compacting = False
@@ -515,14 +529,20 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
     state = SampleState(sample.name, settings, target.version, target, strata)
     every = Commit.new("rebuild", added=target.segments)
     every = every.at_version(target.version)
-    rows = list(_added_rows(base, target, every, state, columns))
-    rows = [_live(t, strata) for t in rows]
     schema = sample_schema(base.schema_at(target))
-    if current is not None and schema != sample.schema_at(current):
+    changed = current is None or schema != sample.schema_at(current)
+    if current is not None and changed:
         sample.spec = sample.spec.with_schema(schema)
+    # written as they come, beyond HOLD_ROWS: a large dataset's sample is not held whole
+    written = SampleRows(sample, schema if changed else None, hold=HOLD_ROWS, live=partial(_live, strata=strata))
+    try:
+        _added_rows(base, target, every, state, columns, sink=written.write)
+    except BaseException:
+        written.abort()
+        raise
     removed = tuple(s.segment for s in current.segments) if current is not None else ()
-    _commit(sample, settings, current, strata, target.version, rows, removed,
-            schema=schema if current is None or schema != sample.schema_at(current) else None)
+    _commit(sample, settings, current, strata, target.version, written, removed,
+            schema=schema if changed else None)
 
 
 def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,

@@ -127,34 +127,46 @@ def sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.nd
 
 class SampleRows:
     """The rows of one sample commit, written as they come (a writer's segments are stored
-    under the id of the commit that will record them). Fewer rows than a segment's (an append's
-    share, typically) are held, then stored as one segment by :meth:`finish` on its thread."""
+    under the id of the commit that will record them). Up to ``hold`` rows (default: a
+    segment's) are held first, and only the live ones among them written (``live``, applied
+    when they are written: thresholds only fall, so a row dead then stays dead); what is held
+    at the end is stored as one segment on the calling thread when it fits in one."""
 
-    def __init__(self, sample: Dataset, schema: pa.Schema | None = None) -> None:
+    def __init__(self, sample: Dataset, schema: pa.Schema | None = None, hold: int | None = None,
+                 live: Callable[[pa.Table], pa.Table] | None = None) -> None:
         self.id = Commit.new("sample").id
         self.store = sample.store
         self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
         self._settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
                                                 compression=self.spec.compression)
+        ordered = bool(self.spec.partition_by or self.spec.sort_by)
+        self._hold = 0 if ordered else self._settings.segment_rows if hold is None else hold
+        self._live = live
         self._writer: SegmentWriter | None = None
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self._entries: list[SegmentEntry] | None = None
 
     def write(self, table: pa.Table) -> None:
-        if self._writer is None and not self.spec.partition_by and not self.spec.sort_by:
-            self._held.append(table)
-            self._held_rows += table.num_rows
-            if self._held_rows < self._settings.segment_rows:
-                return
-            table = pa.concat_tables(self._held)  # a segment's worth or more: a writer from here on
-            self._held, self._held_rows = [], 0
+        self._held.append(table)
+        self._held_rows += table.num_rows
+        if self._writer is not None or self._held_rows >= max(self._hold, 1):
+            self._spill()
+
+    def _take(self) -> list[pa.Table]:
+        held, self._held, self._held_rows = self._held, [], 0
+        return [self._live(t) for t in held] if self._live is not None else held
+
+    def _spill(self) -> None:
+        """Everything held, written through a segment writer (started the first time)."""
+        tables = self._take()
         if self._writer is None:
             self._writer = SegmentWriter(self.store, self.spec, self.id, self._settings)
         try:
-            for batch in table.to_batches():
-                if batch.num_rows:
-                    self._writer.write(batch)
+            for table in tables:
+                for batch in table.to_batches():
+                    if batch.num_rows:
+                        self._writer.write(batch)
         except BaseException:
             self._writer.abort()
             raise
@@ -162,12 +174,17 @@ class SampleRows:
     def finish(self) -> list[SegmentEntry]:
         """Every row written stored: their segments (once; later calls return the same)."""
         if self._entries is None:
-            if self._writer is None:
-                rows = pa.concat_tables(self._held).combine_chunks() if self._held else None
-                self._held = []
-                self._entries = [] if rows is None or rows.num_rows == 0 else \
-                    [write_segment(self.store, self.spec, self.id, rows, self._settings)]
-                return self._entries
+            if self._writer is None and self._hold:
+                tables = [t for t in self._take() if t.num_rows]
+                if sum(t.num_rows for t in tables) <= self._settings.segment_rows:
+                    self._entries = [write_segment(self.store, self.spec, self.id,
+                                                   pa.concat_tables(tables).combine_chunks(),
+                                                   self._settings)] if tables else []
+                    return self._entries
+                self._held, self._live = tables, None  # live already
+            if self._held or self._writer is None:
+                self._spill()
+            assert self._writer is not None
             try:
                 self._entries = self._writer.finish()
             except BaseException:
