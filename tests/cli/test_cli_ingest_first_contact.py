@@ -200,7 +200,7 @@ def wide_csv(path: Path, rows: int) -> Path:
 
 
 def test_the_bar_shows_progress_and_an_eta_on_a_terminal(tmp_path: Path) -> None:
-    path = wide_csv(tmp_path / "big.csv", 1_500_000)  # about 90 MB
+    path = wide_csv(tmp_path / "big.csv", 2_500_000)  # about 150 MB
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     proc = subprocess.Popen([COLONNADE, "--store", str(tmp_path / "s.db"), "ingest", "t",
@@ -225,7 +225,7 @@ def test_the_bar_shows_progress_and_an_eta_on_a_terminal(tmp_path: Path) -> None
     os.close(master)
     stdout = proc.stdout.read().decode() if proc.stdout else ""
     assert proc.wait() == 0
-    assert stdout.startswith("ingested 1,500,000 rows from 1 file into t (v1)")
+    assert stdout.startswith("ingested 2,500,000 rows from 1 file into t (v1)")
     bar = re.compile(r"(\d+)% +([\d.,]+)/([\d.,]+) MB +([\d,]+) rows +([\d,]+) rows/s +"
                      r"ETA (\d+:\d\d:\d\d|-:--:--)")
     digest = re.compile(r"digest of .*?(\d+)% +[\d.,]+/[\d.,]+ MB read +ETA (\d+:\d\d:\d\d)")
@@ -240,7 +240,7 @@ def test_the_bar_shows_progress_and_an_eta_on_a_terminal(tmp_path: Path) -> None
     assert any(m.group(6) != "-:--:--" for _, m in drawn if int(m.group(1)) < 100)
     percents = [int(m.group(1)) for _, m in drawn]
     assert percents == sorted(percents) and percents[-1] == 100
-    # it moved, it did not jump from 0 to 100 (how many steps a 4/s refresh catches depends on
+    # it moved, it did not jump from 0 to 100 (how many steps a 10/s refresh catches depends on
     # the machine's load: two between the ends show movement)
     assert len({p for p in percents if 0 < p < 100}) >= 2
     # redrawn at least twice a second while it was up
