@@ -110,7 +110,11 @@ def test_the_broker_restarted_mid_stream(private_kafka: Any, module_store: Store
         wait_for("every partition committed", lambda: len(positions(store, name, topic)) == PARTITIONS)
         private_kafka.stop()
         down_at = time.monotonic()
-        time.sleep(OUTAGE)
+        # the client notices at its next request to the broker: on a loaded machine, maybe after
+        # a few seconds
+        wait_for("a status line names the problem",
+                 lambda: any(s.problem for s in status_lines(stream.stderr())), timeout=30)
+        time.sleep(max(0.0, down_at + OUTAGE - time.monotonic()))
         assert stream.running()
         problems = [s.problem for s in status_lines(stream.stderr()) if s.problem]
         assert problems and all(p.startswith("Kafka: ") for p in problems), stream.stderr()[-3000:]
