@@ -431,6 +431,18 @@ def _added_rows(base: Dataset, snapshot: Snapshot, commit: Commit, state: Sample
     return admitter.rows
 
 
+def _write_added(base: Dataset, snapshot: Snapshot, commits: list[Commit], state: SampleState,
+                 columns: Sequence[str], written: SampleRows) -> None:
+    """Admit the rows ``commits`` added, their sample rows written as they come (dropped if
+    one fails)."""
+    try:
+        for commit in commits:
+            _added_rows(base, snapshot, commit, state, columns, sink=written.write)
+    except BaseException:
+        written.abort()
+        raise
+
+
 def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Commit],
            target: Snapshot) -> None:
     """One sample commit for base ``commits`` (appends, deletes, compactions) up to ``target``."""
@@ -439,12 +451,7 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
     columns = [f.name for f in base.schema_at(target)]
     if all(c.kind not in ("compact", "delete") for c in commits):  # rows added only: written as they come
         written = SampleRows(sample, hold=HOLD_ROWS, live=partial(_live, strata=state.strata))
-        try:
-            for commit in commits:
-                _added_rows(base, target, commit, state, columns, sink=written.write)
-        except BaseException:
-            written.abort()
-            raise
+        _write_added(base, target, commits, state, columns, written)
         _commit(sample, state.settings, state.snapshot, state.strata, target.version, written, ())
         return
     pending: list[pa.Table] = []  # sample rows added by this catch-up
@@ -535,11 +542,7 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
         sample.spec = sample.spec.with_schema(schema)
     # written as they come, beyond HOLD_ROWS: a large dataset's sample is not held whole
     written = SampleRows(sample, schema if changed else None, hold=HOLD_ROWS, live=partial(_live, strata=strata))
-    try:
-        _added_rows(base, target, every, state, columns, sink=written.write)
-    except BaseException:
-        written.abort()
-        raise
+    _write_added(base, target, [every], state, columns, written)
     removed = tuple(s.segment for s in current.segments) if current is not None else ()
     _commit(sample, settings, current, strata, target.version, written, removed,
             schema=schema if changed else None)

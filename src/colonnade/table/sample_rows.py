@@ -151,15 +151,14 @@ class SampleRows:
         self._held.append(table)
         self._held_rows += table.num_rows
         if self._writer is not None or self._held_rows >= max(self._hold, 1):
-            self._spill()
+            self._spill(self._take())
 
     def _take(self) -> list[pa.Table]:
         held, self._held, self._held_rows = self._held, [], 0
         return [self._live(t) for t in held] if self._live is not None else held
 
-    def _spill(self) -> None:
-        """Everything held, written through a segment writer (started the first time)."""
-        tables = self._take()
+    def _spill(self, tables: list[pa.Table]) -> None:
+        """``tables`` written through a segment writer (started the first time)."""
         if self._writer is None:
             self._writer = SegmentWriter(self.store, self.spec, self.id, self._settings)
         try:
@@ -174,16 +173,13 @@ class SampleRows:
     def finish(self) -> list[SegmentEntry]:
         """Every row written stored: their segments (once; later calls return the same)."""
         if self._entries is None:
-            if self._writer is None and self._hold:
-                tables = [t for t in self._take() if t.num_rows]
-                if sum(t.num_rows for t in tables) <= self._settings.segment_rows:
-                    self._entries = [write_segment(self.store, self.spec, self.id,
-                                                   pa.concat_tables(tables).combine_chunks(),
-                                                   self._settings)] if tables else []
-                    return self._entries
-                self._held, self._live = tables, None  # live already
-            if self._held or self._writer is None:
-                self._spill()
+            tables = [t for t in self._take() if t.num_rows]
+            if self._writer is None and self._hold and sum(t.num_rows for t in tables) <= self._settings.segment_rows:
+                self._entries = [write_segment(self.store, self.spec, self.id,
+                                               pa.concat_tables(tables).combine_chunks(),
+                                               self._settings)] if tables else []
+                return self._entries
+            self._spill(tables)
             assert self._writer is not None
             try:
                 self._entries = self._writer.finish()
