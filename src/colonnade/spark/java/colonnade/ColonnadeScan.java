@@ -423,7 +423,8 @@ final class ColonnadeScan implements Scan, Batch {
                 FieldVector v = vectors.get(i);
                 DictionaryEncoding encoding = v.getField().getDictionary();
                 if (encoding == null) {
-                    columns[i] = new ArrowColumnVector(v);
+                    columns[i] = Buffers.readable(v) ? new PlainColumn(schema.fields()[i].dataType(), v)
+                        : new ArrowColumnVector(v);
                 } else {
                     Dictionary d = reader.getDictionaryVectors().get(encoding.getId());
                     columns[i] = new DictionaryColumn(schema.fields()[i].dataType(), v, d.getVector());
