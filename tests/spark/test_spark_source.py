@@ -111,6 +111,31 @@ def test_a_read_asks_the_store_for_the_columns_the_query_uses(spark: Any, gdelt:
         key=repr)
 
 
+def _helpers_of(pid: int) -> list[int]:
+    """The reader's helper processes a process started."""
+    from pathlib import Path
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"colonnade.spark.helper" in command:
+            found.append(int(proc.name))
+    return found
+
+
+def test_one_helper_process_plans_and_reads_for_the_spark_jvm(spark: Any, gdelt: Store) -> None:
+    """Planning (on the driver) and reading (in tasks) load the reader's classes through
+    different class loaders; both use the one helper the JVM started."""
+    df = load(spark, gdelt).where("MonthYear = 198012").select("AvgTone")
+    assert len(df.collect()) == len(gdelt.sql("SELECT AvgTone FROM gdelt WHERE MonthYear = 198012"))
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    assert len(_helpers_of(jvm)) == 1
+
+
 def test_a_pushed_filter_prunes_the_segments_a_read_plans(spark: Any, gdelt: Store, fmt: str) -> None:
     """One input partition per segment (partitionBytes 1): the partitions Spark plans are the
     segments that survive partition and min/max pruning — the same ones a SQL scan reads."""

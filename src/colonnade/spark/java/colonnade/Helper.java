@@ -29,23 +29,48 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  */
 final class Helper {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /**
+     * The system property naming this JVM's helper ({@code "PORT SECRET PID"}). Spark loads
+     * this class more than once in one JVM (the session's {@code ADD JAR} and its tasks each
+     * have a class loader): they find the one helper through it. The name, a string literal,
+     * is one object JVM-wide, so it is also the lock they share.
+     */
+    private static final String SHARED = "colonnade.spark.helper";
     private static Helper instance;
+    /** The helper this copy of the class started: kept, as its standard input stays open while it is. */
+    private static Process started;
 
-    private final Process process;
+    private final long pid;
     private final int port;
     private final String secret;
 
-    private Helper(Process process, int port, String secret) {
-        this.process = process;
+    private Helper(long pid, int port, String secret) {
+        this.pid = pid;
         this.port = port;
         this.secret = secret;
     }
 
-    static synchronized Helper get() {
-        if (instance == null || !instance.process.isAlive()) {
+    static Helper get() {
+        synchronized (SHARED) {
+            if (instance != null && instance.alive()) {
+                return instance;
+            }
+            String shared = System.getProperty(SHARED);
+            if (shared != null) {
+                String[] parts = shared.split(" ");
+                Helper found = new Helper(Long.parseLong(parts[2]), Integer.parseInt(parts[0]), parts[1]);
+                if (found.alive()) {
+                    return instance = found;
+                }
+            }
             instance = start();
+            System.setProperty(SHARED, instance.port + " " + instance.secret + " " + instance.pid);
+            return instance;
         }
-        return instance;
+    }
+
+    private boolean alive() {
+        return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
     }
 
     private static Helper start() {
@@ -65,7 +90,8 @@ final class Helper {
                     + " -m colonnade.spark.helper) exited at start: is colonnade installed there?");
             }
             String[] parts = line.trim().split(" ");
-            return new Helper(process, Integer.parseInt(parts[0]), parts[1]);
+            started = process;
+            return new Helper(process.pid(), Integer.parseInt(parts[0]), parts[1]);
         } catch (IOException e) {
             throw new UncheckedIOException("colonnade: can't start " + python + " -m colonnade.spark.helper", e);
         }
