@@ -22,12 +22,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.config import parse_store_uri
-from colonnade.errors import ColonnadeError, SchemaError
+from colonnade.errors import ColonnadeError, DatasetNotFoundError, SchemaError
+from colonnade.schema.spec import DatasetSpec
 from colonnade.schema.types import logical_schema
 from colonnade.spark.filters import conjunction, to_expression
 from colonnade.storage.base import ChunkRef
 from colonnade.store import Store, connect
 from colonnade.table.commits import SegmentEntry, Snapshot
+from colonnade.table.dataset import Dataset
+from colonnade.table.log import check_kept
 from colonnade.table.scan import (
     PlannedSegment,
     Scan,
@@ -167,13 +170,50 @@ class SegmentGroup:
         return group
 
 
+#: Snapshots of pinned versions kept per dataset in a process (a version never changes).
+PINNED_KEPT = 4
+#: (store, stored name) -> (the dataset's recorded spec, its Dataset, snapshots by version)
+_datasets: dict[tuple[str, str], tuple[str, Dataset, dict[int, Snapshot]]] = {}
+
+
+def _cached(store: Store, name: str) -> tuple[Dataset, dict[int, Snapshot]]:
+    """One Dataset per store and dataset in a process, while it is the same dataset (one dropped
+    and created again under its name records another spec): a task, a plan and the next query's
+    requests reuse its snapshots instead of reading the log again."""
+    try:
+        stored, spec = name, store.chunk_store.get_dataset(name)
+    except DatasetNotFoundError:  # a name in another case
+        stored = store.resolve(name)
+        spec = store.chunk_store.get_dataset(stored)
+    key = (store.uri, stored)
+    with _stores_lock:
+        entry = _datasets.get(key)
+        if entry is None or entry[0] != spec:
+            entry = _datasets[key] = (spec, Dataset(store.chunk_store, DatasetSpec.from_json(spec)), {})
+    return entry[1], entry[2]
+
+
+def _snapshot(store: Store, name: str, version: int | None) -> tuple[Dataset, Snapshot]:
+    ds, versions = _cached(store, name)
+    if version is None:
+        return ds, ds.snapshot()  # the latest: the Dataset reads only the commits since
+    snapshot = versions.get(version)
+    if snapshot is not None:
+        check_kept(store.chunk_store, ds.name, version)  # an expired version is never served
+        return ds, snapshot
+    snapshot = ds.snapshot(version)
+    with _stores_lock:
+        versions[version] = snapshot
+        while len(versions) > PINNED_KEPT:
+            versions.pop(next(iter(versions)))
+    return ds, snapshot
+
+
 def pinned(store: Store, name: str, version: int | None) -> tuple[str, Snapshot, pa.Schema]:
     """The dataset's stored name, its snapshot at ``version`` (default: the latest) and its
     schema then (DatasetNotFoundError, VersionNotFoundError: one line each)."""
-    stored = store.resolve(name)
-    ds = store.dataset(stored)
-    snapshot = ds.snapshot(version)
-    return stored, snapshot, ds.schema_at(snapshot)
+    ds, snapshot = _snapshot(store, name, version)
+    return ds.name, snapshot, ds.schema_at(snapshot)
 
 
 def filter_of(filters: Sequence[dict[str, Any] | None], schema: pa.Schema
@@ -188,8 +228,8 @@ def plan_groups(store: Store, name: str, version: int, columns: Sequence[str], e
     """The scan's segments after partition and min/max pruning, in commit order, grouped into
     groups of about ``partition_bytes`` bytes — smaller (down to SPLIT_FLOOR) when that makes
     fewer than ``min_partitions`` (as Spark splits files)."""
-    ds = store.dataset(name)
-    plan = Scan(ds, tuple(columns), expr, version).plan()
+    ds, snapshot = _snapshot(store, name, version)
+    plan = Scan(ds, tuple(columns), expr, version, snapshot).plan()
     sizes = [sum(s.stats[c].nbytes for c in plan.read_columns if c in s.stats) for s in plan.segments]
     split = min(max(1, partition_bytes),
                 max(min(partition_bytes, SPLIT_FLOOR), -(-sum(sizes) // max(1, min_partitions))))
@@ -240,7 +280,7 @@ def read_group(store: Store, name: str, schema: pa.Schema, columns: Sequence[str
     stored = frozenset(columns) if as_stored and expr is None else frozenset()
     plan = ScanPlan(Snapshot.empty(name), tuple(columns), tuple(read_columns), segments, read, ScanMetrics(),
                     as_stored=stored)
-    for batch in _read_segments(store.dataset(name), plan, _finisher(expr, plan), eager=True):
+    for batch in _read_segments(_cached(store, name)[0], plan, _finisher(expr, plan), eager=True):
         yield _as_stored(batch, target) if stored else to_spark_batch(batch, target)
 
 
