@@ -9,7 +9,8 @@ one JSON line ``{"op": ..., "options": {...}, ...}``:
 - ``filters``: which of the plain filters (see :mod:`colonnade.spark.filters`) a scan takes, and
   the version the read is pinned to;
 - ``plan``: the pruned scan's segment groups (opaque text each) and their nodes;
-- ``read``: one group's rows, an Arrow IPC stream of Spark's types.
+- ``read``: one group's rows, an Arrow IPC stream of Spark's types; with ``aggregate``, the
+  aggregation Spark pushed, computed over the group's rows (one row per group of keys).
 
 Answers are frames ``[kind][int32 length][payload]``: ``j`` JSON, ``d`` stream bytes, ``z`` end
 of stream, ``e`` an error's one-line message (a Colonnade error as itself; anything else with
@@ -25,6 +26,7 @@ import socketserver
 import struct
 import sys
 import threading
+from collections.abc import Iterable
 from io import BufferedIOBase
 from typing import Any
 
@@ -32,6 +34,7 @@ import pyarrow as pa
 
 from colonnade.errors import ColonnadeError
 from colonnade.schema.types import schema_from_json, schema_to_json
+from colonnade.spark.aggregates import aggregate_group
 from colonnade.spark.reading import (
     SegmentGroup,
     asked_version,
@@ -103,6 +106,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     if op == "plan":
         groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
                              *split_options(request.get("options") or {}))
+        aggregation = request.get("aggregate")
+        if not groups and aggregation and not aggregation["group_by"]:
+            groups = [SegmentGroup((), None, 0)]  # a count of no rows is still one row: 0
         return {"version": snapshot.version, "schema": schema_to_json(schema),
                 "partitions": [{"group": g.to_text(), "hosts": list(g.hosts)} for g in groups]}
     raise ColonnadeError(f"unknown request {op!r}")
@@ -211,8 +217,13 @@ def stream(request: dict[str, Any], out: BufferedIOBase) -> None:
     schema = schema_from_json(request["schema"])
     expr, _ = filter_of(request.get("filters") or [], schema)
     group = SegmentGroup.from_text(request["group"])
+    batches: Iterable[pa.RecordBatch]
+    if request.get("aggregate"):  # one row per group of keys of this task's rows
+        batches = aggregate_group(store, name, schema, request["aggregate"], expr, group).to_batches()
+    else:
+        batches = read_group(store, name, schema, request.get("columns") or [], expr, group, as_stored=True)
     sink = _Frames(out)
-    for batch in read_group(store, name, schema, request.get("columns") or [], expr, group, as_stored=True):
+    for batch in batches:
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
     sink.flush()

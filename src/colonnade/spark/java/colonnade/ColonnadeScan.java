@@ -32,6 +32,7 @@ import org.apache.spark.sql.connector.expressions.aggregate.Count;
 import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
 import org.apache.spark.sql.connector.expressions.aggregate.Max;
 import org.apache.spark.sql.connector.expressions.aggregate.Min;
+import org.apache.spark.sql.connector.expressions.aggregate.Sum;
 import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
@@ -51,6 +52,7 @@ import org.apache.spark.sql.sources.StringEndsWith;
 import org.apache.spark.sql.sources.StringStartsWith;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -62,7 +64,11 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * A read of a Colonnade dataset: the version is pinned when filters are pushed (or when the scan
  * is built), the helper plans the pruned scan into input partitions (groups of segments, with
  * the nodes holding them as preferred locations), and each task streams its group's rows as
- * Arrow batches of just the columns the query needs.
+ * Arrow batches of just the columns the query needs. An aggregation Spark pushes (grouped by
+ * columns; {@code count}, {@code sum}, {@code min}, {@code max} of columns, {@code avg} as the
+ * sum and count Spark splits it into) is decided at planning from statistics when they can,
+ * else computed by the helper for each task's segments: the task hands Spark one row per group
+ * of its segments, and Spark merges the tasks' rows.
  */
 final class ColonnadeScan implements Scan, Batch {
     private final Map<String, Object> read; // options, version, columns, filters
@@ -82,6 +88,9 @@ final class ColonnadeScan implements Scan, Batch {
         private Filter[] pushed = new Filter[0];
         private Aggregation asked;
         private AggregateScan answered;
+        /** The aggregation each task computes for its segments (null: Spark aggregates rows). */
+        private Map<String, Object> partial;
+        private StructType partialSchema;
 
         Builder(StructType schema, CaseInsensitiveStringMap options, Object version) {
             this.schema = schema;
@@ -128,12 +137,98 @@ final class ColonnadeScan implements Scan, Batch {
         /** Decided at planning from statistics, or not pushed: Spark aggregates what it reads. */
         @Override
         public boolean supportCompletePushDown(Aggregation aggregation) {
-            return answer(aggregation) != null;
+            return pushesAggregates() && answer(aggregation) != null;
         }
 
         @Override
         public boolean pushAggregation(Aggregation aggregation) {
-            return answer(aggregation) != null;
+            partial = null;
+            partialSchema = null;
+            return pushesAggregates() && (answer(aggregation) != null || perTask(aggregation));
+        }
+
+        /** Option {@code pushAggregates} (default true): false leaves every aggregation to Spark. */
+        private boolean pushesAggregates() {
+            return options.getBoolean("pushAggregates", true);
+        }
+
+        /**
+         * Whether each task can aggregate its own segments (Spark then merges the tasks' rows):
+         * grouping by columns, every aggregate one {@link #aggregate} takes. Output: the group
+         * columns, then the aggregates, of the types Spark's partial aggregates have.
+         */
+        private boolean perTask(Aggregation aggregation) {
+            List<String> groupBy = new ArrayList<>();
+            List<StructField> fields = new ArrayList<>();
+            for (Expression e : aggregation.groupByExpressions()) {
+                String c = column(e);
+                if (c == null) {
+                    return false;
+                }
+                groupBy.add(c);
+                fields.add(new StructField(c, schema.apply(c).dataType(), true, Metadata.empty()));
+            }
+            List<Object> aggregates = new ArrayList<>();
+            for (AggregateFunc f : aggregation.aggregateExpressions()) {
+                Map<String, Object> a = new LinkedHashMap<>();
+                DataType type = aggregate(f, a);
+                if (type == null) {
+                    return false;
+                }
+                aggregates.add(a);
+                fields.add(new StructField("agg_" + aggregates.size(), type, true, Metadata.empty()));
+            }
+            Map<String, Object> p = new LinkedHashMap<>();
+            p.put("group_by", groupBy);
+            p.put("aggregates", aggregates);
+            partial = p;
+            partialSchema = new StructType(fields.toArray(new StructField[0]));
+            return true;
+        }
+
+        /**
+         * Puts {@code f} into {@code out} as the helper takes it ({@code fn}: countstar, count,
+         * sum, min or max; {@code col}) and returns the type of its value; null for any other
+         * aggregate (distinct, of an expression, a sum of anything but integers or floats).
+         */
+        private DataType aggregate(AggregateFunc f, Map<String, Object> out) {
+            if (f instanceof CountStar) {
+                out.put("fn", "countstar");
+                return DataTypes.LongType;
+            }
+            Expression argument;
+            if (f instanceof Count x && !x.isDistinct()) {
+                out.put("fn", "count");
+                argument = x.column();
+            } else if (f instanceof Sum x && !x.isDistinct()) {
+                out.put("fn", "sum");
+                argument = x.column();
+            } else if (f instanceof Min x) {
+                out.put("fn", "min");
+                argument = x.column();
+            } else if (f instanceof Max x) {
+                out.put("fn", "max");
+                argument = x.column();
+            } else {
+                return null;
+            }
+            String c = column(argument);
+            if (c == null) {
+                return null;
+            }
+            out.put("col", c);
+            DataType in = schema.apply(c).dataType();
+            if (f instanceof Count) {
+                return DataTypes.LongType;
+            }
+            if (!(f instanceof Sum)) {
+                return in;
+            }
+            if (in == DataTypes.LongType || in == DataTypes.IntegerType || in == DataTypes.ShortType
+                    || in == DataTypes.ByteType) {
+                return DataTypes.LongType;
+            }
+            return in == DataTypes.DoubleType || in == DataTypes.FloatType ? DataTypes.DoubleType : null;
         }
 
         private AggregateScan answer(Aggregation aggregation) {
@@ -149,36 +244,12 @@ final class ColonnadeScan implements Scan, Batch {
             List<StructField> fields = new ArrayList<>();
             for (AggregateFunc f : aggregation.aggregateExpressions()) {
                 Map<String, Object> a = new LinkedHashMap<>();
-                String column = null;
-                DataType type = DataTypes.LongType;
-                if (f instanceof CountStar) {
-                    a.put("fn", "countstar");
-                } else if (f instanceof Count c && !c.isDistinct()) {
-                    a.put("fn", "count");
-                    column = column(c.column());
-                } else if (f instanceof Min m) {
-                    a.put("fn", "min");
-                    column = column(m.column());
-                } else if (f instanceof Max m) {
-                    a.put("fn", "max");
-                    column = column(m.column());
-                } else {
-                    return null;
-                }
-                if (!(f instanceof CountStar)) {
-                    if (column == null) {
-                        return null;
-                    }
-                    a.put("col", column);
-                    if (!(f instanceof Count)) {
-                        type = schema.apply(column).dataType();
-                    }
-                }
-                if (!AggregateScan.supported(type)) {
+                DataType type = aggregate(f, a);
+                if (type == null || "sum".equals(a.get("fn")) || !AggregateScan.supported(type)) {
                     return null;
                 }
                 aggregates.add(a);
-                fields.add(new StructField(f.toString(), type, true, org.apache.spark.sql.types.Metadata.empty()));
+                fields.add(new StructField(f.toString(), type, true, Metadata.empty()));
             }
             Map<String, Object> request = Helper.request("aggregate", options);
             request.put("version", version);
@@ -210,11 +281,24 @@ final class ColonnadeScan implements Scan, Batch {
             read.put("options", Helper.request("", options).get("options"));
             read.put("version", version);
             List<String> columns = new ArrayList<>();
+            read.put("columns", columns);
+            read.put("filters", taken);
+            if (partial != null) {
+                for (Object c : Helper.list(partial.get("group_by"))) {
+                    columns.add((String) c);
+                }
+                for (Object a : Helper.list(partial.get("aggregates"))) {
+                    Object c = ((Map<?, ?>) a).get("col");
+                    if (c != null && !columns.contains(c)) {
+                        columns.add((String) c);
+                    }
+                }
+                read.put("aggregate", partial);
+                return new ColonnadeScan(read, partialSchema);
+            }
             for (StructField f : schema.fields()) {
                 columns.add(f.name());
             }
-            read.put("columns", columns);
-            read.put("filters", taken);
             return new ColonnadeScan(read, schema);
         }
     }
