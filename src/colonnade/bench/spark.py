@@ -7,8 +7,10 @@ store given with ``--store`` (e.g. Cassandra). Runs are interleaved, the median 
 after a warm-up is kept, and every answer is checked against DuckDB over the Parquet file. Both
 sides get the same session: ``spark.sql.shuffle.partitions`` 4, driver memory 4 GiB, adaptive
 execution on (Spark's default). Colonnade's decoded-chunk cache is off (``COLONNADE_CACHE_MB=0``):
-every read decodes, as every Parquet read does. It also times planning a read of a dataset of
-``--plan-segments`` segments (load to planned input partitions).
+every read decodes, as every Parquet read does. Aggregations are pushed down as each reader does
+by default (Colonnade's tasks aggregate their own segments; Parquet answers count/min/max from
+footers). It also times planning a read of a dataset of ``--plan-segments`` segments (load to
+planned input partitions).
 """
 
 from __future__ import annotations
@@ -109,7 +111,9 @@ def _plan_time(spark: Any, uri: str, segments: int, repeats: int, echo: Callable
         df = spark.read.format("colonnade").option("store", uri).load(name)
         partitions = df.rdd.getNumPartitions()
         times.append(time.perf_counter() - start)
-    return {"segments": got, "partitions": partitions, "seconds": statistics.median(times[1:])}
+    # the first load in this JVM also reads the version's log; later ones reuse the helper's snapshot
+    return {"segments": got, "partitions": partitions, "seconds": statistics.median(times[1:]),
+            "first_seconds": times[0]}
 
 
 def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | None = None,
@@ -157,8 +161,8 @@ def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | 
     }
     report["ratios"] = {q: {k: t["parquet"] / t[k] for k in stores} for q, t in report["queries"].items()}
     for label, p in planning.items():
-        echo(f"planning a read of {p['segments']:,} segments ({label}): {p['seconds'] * 1e3:.0f} ms, "
-             f"{p['partitions']} input partitions")
+        echo(f"planning a read of {p['segments']:,} segments ({label}): {p['seconds'] * 1e3:.0f} ms "
+             f"(first {p['first_seconds'] * 1e3:.0f} ms), {p['partitions']} input partitions")
     text = write_report(out_dir / "spark", report, markdown, chart)
     echo(text)
     return report
@@ -177,11 +181,17 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {q} | {t['parquet'] * 1e3:.0f} ms | " + " | ".join(cells) + " |")
     lines.append("")
     for label, p in report["planning"].items():
+        first = f" (the first load of its version: {p['first_seconds'] * 1e3:.0f} ms)" if "first_seconds" in p else ""
         lines.append(f"Planning a read of a dataset of {p['segments']:,} segments ({names[label]}): "
-                     f"{p['seconds'] * 1e3:.0f} ms ({p['partitions']} input partitions).")
+                     f"{p['seconds'] * 1e3:.0f} ms{first} ({p['partitions']} input partitions).")
     lines.append("")
     lines.append("Session: " + ", ".join(f"`{k}={v}`" for k, v in report["session"].items())
                  + "; Colonnade's decoded-chunk cache off (`COLONNADE_CACHE_MB=0`).")
+    lines.append("")
+    lines.append("Aggregations pushed down on both sides, as each reader does by default: Colonnade's answers Q1 "
+                 "at planning from segment statistics and computes Q2's and Q3's aggregates in its tasks "
+                 "(one row per group and input partition, merged by Spark; option `pushAggregates`); Spark's "
+                 "Parquet reader answers count, min and max from footers.")
     return "\n".join(lines) + "\n"
 
 
