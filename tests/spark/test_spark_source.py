@@ -524,3 +524,18 @@ def test_option_push_aggregates_false_leaves_aggregations_to_spark(spark: Any, g
         plan = df._jdf.queryExecution().executedPlan().toString()
         assert '"aggregate"' not in plan and "aggregate from metadata" not in plan, plan
         assert close(spark_rows(df), rows_of(gdelt.sql(sql)))
+
+
+def test_a_schema_given_to_a_read_is_checked_against_the_dataset(spark: Any, gdelt: Store) -> None:
+    """The JVM reader hands Spark the stored values as they are: a given schema must name columns
+    with their types (else one line at load, and the session goes on)."""
+    reader = spark.read.format("colonnade").option("store", gdelt.uri)
+    df = reader.schema("MonthYear int, AvgTone double").load("gdelt")
+    assert sorted(spark_rows(df.where("MonthYear = 198012")), key=repr) == sorted(
+        rows_of(gdelt.sql("SELECT MonthYear, AvgTone FROM gdelt WHERE MonthYear = 198012")), key=repr)
+    with pytest.raises(Exception) as err:
+        reader.schema("MonthYear string, Nope int, AvgTone double").load("gdelt").collect()
+    assert ("the schema given to read dataset 'gdelt' does not match it: MonthYear is integer, not string; "
+            "Nope is not in the dataset") in str(err.value)
+    assert "Traceback" not in str(err.value)
+    assert spark_rows(load(spark, gdelt).selectExpr("count(*)")) == [(ROWS,)]

@@ -5,7 +5,9 @@ It listens on a loopback port and prints ``PORT SECRET``; it exits when its stan
 closes (the JVM that started it is gone). Each connection carries one request: the secret, then
 one JSON line ``{"op": ..., "options": {...}, ...}``:
 
-- ``schema``: the dataset's Spark schema (JSON) at the version asked for, else the latest;
+- ``schema``: the dataset's Spark schema (JSON) at the version asked for, else the latest
+  (with ``given``, a schema the read was given: an error unless it names columns of the dataset
+  with their types);
 - ``filters``: which of the plain filters (see :mod:`colonnade.spark.filters`) a scan takes, and
   the version the read is pinned to;
 - ``plan``: the pruned scan's segment groups (opaque text each) and their nodes;
@@ -87,6 +89,21 @@ def _spark_type_json(t: pa.DataType) -> str:
     return name
 
 
+def _check_given(name: str, fields: list[dict[str, Any]], given: dict[str, Any]) -> None:
+    """A schema given to a read (``.schema(...)``) names columns of the dataset with their types
+    (Spark's JSON form); else one line naming every difference."""
+    types = {f["name"]: f["type"] for f in fields}
+    wrong = []
+    for f in given.get("fields") or []:
+        have = types.get(f["name"])
+        if have is None:
+            wrong.append(f"{f['name']} is not in the dataset")
+        elif have != f["type"]:
+            wrong.append(f"{f['name']} is {have}, not {f['type']}")
+    if wrong:
+        raise ColonnadeError(f"the schema given to read dataset {name!r} does not match it: " + "; ".join(wrong))
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The JSON answer to a ``schema``, ``filters`` or ``plan`` request."""
     uri, name = _dataset(request)
@@ -96,6 +113,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     if op == "schema":
         fields = [{"name": f.name, "type": _spark_type_json(f.type), "nullable": True, "metadata": {}}
                   for f in schema]
+        if request.get("given") is not None:
+            _check_given(stored, fields, request["given"])
         return {"version": snapshot.version, "schema": {"type": "struct", "fields": fields}}
     if op == "aggregate":
         return {"version": snapshot.version,

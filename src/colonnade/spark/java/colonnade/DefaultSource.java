@@ -34,10 +34,15 @@ public class DefaultSource extends PythonDataSourceV2 {
         return new ColonnadeTable(this, schema, version);
     }
 
-    /** The Python data source's table, whose scans are ours. */
+    /**
+     * The Python data source's table, whose scans are ours. A table of a schema the read was
+     * given ({@code .schema(...)}: no version pinned yet) has it checked by the helper against
+     * the dataset when its first scan is planned (same names and types: the reader hands Spark
+     * the stored values as they are), which pins the version then.
+     */
     static final class ColonnadeTable extends PythonTable {
         private final StructType schema;
-        private final Object version;
+        private Object version;
 
         ColonnadeTable(PythonDataSourceV2 source, StructType schema, Object version) {
             super(source, "colonnade", schema);
@@ -47,6 +52,13 @@ public class DefaultSource extends PythonDataSourceV2 {
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            synchronized (this) {
+                if (version == null) {
+                    Map<String, Object> request = Helper.request("schema", options);
+                    request.put("given", Helper.parse(schema.json()));
+                    version = Helper.get().call(request).get("version");
+                }
+            }
             return new ColonnadeScan.Builder(schema, options, version);
         }
     }

@@ -116,6 +116,15 @@ final class Helper {
         }
     }
 
+    /** A JSON text as Java values. */
+    static Object parse(String text) {
+        try {
+            return JSON.readValue(text, Object.class);
+        } catch (JsonProcessingException e) {
+            throw new IllegalArgumentException(e);
+        }
+    }
+
     /** A connection that has sent {@code request}; its answer is to be read. */
     Socket open(Map<String, Object> request) throws IOException {
         Socket socket = new Socket(InetAddress.getLoopbackAddress(), port);
