@@ -225,6 +225,25 @@ def spark(settings: Settings, rows: int, store_uri: str | None, out: Path, repea
                echo=click.echo)
 
 
+@bench.command("joins")
+@click.option("--rows", type=click.IntRange(min=1), default=4_037_539, show_default=True, metavar="N",
+              help="Rows of GDELT-shaped data.")
+@click.option("--store", "store_uri", metavar="URI",
+              help="A store to compare besides the embedded one (e.g. cassandra://127.0.0.1/bench; "
+                   "default: the group's --store if given).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              default=Path("bench-results"), show_default=True, help="Where data and the report go.")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, metavar="K",
+              help="Runs per query (the median is reported).")
+@pass_settings
+def joins(settings: Settings, rows: int, store_uri: str | None, out: Path, repeats: int) -> None:
+    """Joins, self-joins and 1-4 concurrent read-alls against DuckDB over ZSTD Parquet."""
+    from colonnade.bench import joins as study
+
+    store = store_uri or (settings.store if settings.store_given else None)
+    study.main(rows=rows, out=out, store=store, repeats=repeats, echo=click.echo)
+
+
 @bench.command("adimpressions")
 @click.option("--events", type=click.IntRange(min=3), default=30_000_000, show_default=True, metavar="N",
               help="Ad impressions produced at full speed; figures are reported at N/3, 2N/3 and N.")
