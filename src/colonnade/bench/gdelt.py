@@ -134,6 +134,22 @@ def ensure_data(data_dir: Path, rows: int, seed: int = 42) -> Path:
     return path
 
 
+def load_gdelt(uri: str, tsv: Path, rows: int, echo: Callable[[str], None]) -> str:
+    """The store at ``uri`` with dataset ``gdelt`` holding the rows of ``tsv`` (partitioned by
+    MonthYear), ingested unless it already holds ``rows`` rows; returns the store's URI."""
+    import colonnade
+    from colonnade.ingest.pipeline import ingest
+
+    with colonnade.connect(uri) as st:
+        if "gdelt" not in st or st.dataset("gdelt").snapshot().rows != rows:
+            if "gdelt" in st:
+                st.drop_dataset("gdelt")
+            echo(f"ingesting {rows:,} rows into {st.uri} ...")
+            ingest(st, "gdelt", [tsv], fmt="csv", delimiter="\t", header=False,
+                   schema=gdelt_data.GDELT_SCHEMA, partition_by="MonthYear", force=True)
+        return st.uri
+
+
 def csv_parse_only(path: Path) -> int:
     reader = pacsv.open_csv(path, read_options=gdelt_data.read_options(block_size=16 << 20),
                             parse_options=gdelt_data.parse_options(),

@@ -31,7 +31,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from colonnade.bench import gdelt_data
 from colonnade.bench.common import write_report
 from colonnade.bench.gdelt import (
     FULL_ROWS,
@@ -39,6 +38,7 @@ from colonnade.bench.gdelt import (
     _duckdb_answer,
     answers_agree,
     ensure_data,
+    load_gdelt,
     normalise,
 )
 from colonnade.bench.metadata import _parquet
@@ -88,15 +88,8 @@ def _timed(fn: Callable[[], pa.Table], repeats: int) -> tuple[float, pa.Table]:
 
 def _load(uri: str, tsv: Path, rows: int, dim: pa.Table, echo: Callable[[str], None]) -> str:
     import colonnade
-    from colonnade.ingest.pipeline import ingest
 
-    with colonnade.connect(uri) as st:
-        if "gdelt" not in st or st.dataset("gdelt").snapshot().rows != rows:
-            if "gdelt" in st:
-                st.drop_dataset("gdelt")
-            echo(f"ingesting {rows:,} rows into {st.uri} ...")
-            ingest(st, "gdelt", [tsv], fmt="csv", delimiter="\t", header=False,
-                   schema=gdelt_data.GDELT_SCHEMA, partition_by="MonthYear", force=True)
+    with colonnade.connect(load_gdelt(uri, tsv, rows, echo)) as st:
         if "actors" in st:
             st.drop_dataset("actors")
         st.create_dataset("actors", dim.schema).append(dim)

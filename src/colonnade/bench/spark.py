@@ -26,9 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from colonnade.bench import gdelt_data
 from colonnade.bench.common import write_report
-from colonnade.bench.gdelt import FULL_ROWS, QUERIES, BenchError, ensure_data
+from colonnade.bench.gdelt import FULL_ROWS, QUERIES, BenchError, ensure_data, load_gdelt
 from colonnade.bench.metadata import _parquet
 
 READ_ALL = "read every column"
@@ -57,20 +56,6 @@ def _session() -> tuple[Any, bool]:
     spark.sparkContext.setLogLevel("ERROR")
     colonnade.spark.register(spark)
     return spark, True
-
-
-def _load_store(uri: str, tsv: Path, rows: int, echo: Callable[[str], None]) -> str:
-    import colonnade
-    from colonnade.ingest.pipeline import ingest
-
-    with colonnade.connect(uri) as st:
-        if "gdelt" not in st or st.dataset("gdelt").snapshot().rows != rows:
-            if "gdelt" in st:
-                st.drop_dataset("gdelt")
-            echo(f"ingesting {rows:,} rows into {st.uri} ...")
-            ingest(st, "gdelt", [tsv], fmt="csv", delimiter="\t", header=False,
-                   schema=gdelt_data.GDELT_SCHEMA, partition_by="MonthYear", force=True)
-        return st.uri
 
 
 def _truth(parquet: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -124,9 +109,9 @@ def main(rows: int = FULL_ROWS, out: str | Path = "bench-results", store: str | 
     tsv = ensure_data(out_dir / "data", rows)
     parquet = _parquet(tsv, work / f"gdelt-{rows}.parquet")
     truth = _truth(parquet)
-    stores = {"embedded": _load_store(f"sqlite:///{(work / f'spark-{rows}.db').resolve()}", tsv, rows, echo)}
+    stores = {"embedded": load_gdelt(f"sqlite:///{(work / f'spark-{rows}.db').resolve()}", tsv, rows, echo)}
     if store:
-        stores["given"] = _load_store(store, tsv, rows, echo)
+        stores["given"] = load_gdelt(store, tsv, rows, echo)
     spark, new = _session()
     try:
         frames = {"parquet": spark.read.parquet(str(parquet.resolve()))}
