@@ -263,7 +263,7 @@ def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
     ds = store.create_dataset("imps", rows.schema, segment_rows=4_096, sort_by=sort_by)
     ds.append(rows.slice(0, 100))
     store.create_sample("imps", ["geo", "pub"], 0.05, min_per_stratum=20, seed=3)
-    result = ds.append(rows.slice(100))
+    result = ds.append(rows.slice(100).to_batches(max_chunksize=5_000))  # sharing a dictionary
     _check(store)
     written = rows.slice(100).column("geo").to_pylist()
     expected = sorted((min(part, default=None), max(part, default=None), len(part)) for part in (
@@ -273,6 +273,27 @@ def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
     stats = [column_stats_from_text(s.stats)["geo"] for s in segments]
     assert sorted((st.min, st.max, st.rows - st.nulls) for st in stats) == expected
     assert ds.to_arrow().sort_by("id").column("geo").to_pylist() == geo
+
+
+def test_the_batches_of_an_append_share_one_dictionary_per_key_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Later batches are looked up in the first batch's dictionary, which grows (earlier values
+    keep their indices) when one brings new values, and starts again past its limit; every
+    batch reads back as it came, nulls included."""
+    from colonnade.schema.spec import DatasetSpec
+    from colonnade.table import sample_rows
+
+    monkeypatch.setattr(sample_rows, "SHARED_DICTIONARY", 8)
+    schema = pa.schema([("geo", pa.string()), ("n", pa.int64())])
+    encoding = sample_rows.KeyEncoding(DatasetSpec.create("t", schema), ["geo"])
+    values = [["a", "b", "a", None], ["b", "a", "a", "b"], ["c", None, "a", "d"],
+              [f"v{i}" for i in range(12)], ["v1", "v2", "v1", "v3"]]
+    out = [encoding(pa.record_batch([pa.array(v), pa.array(range(len(v)))], schema=schema)) for v in values]
+    assert [b.column(0).to_pylist() for b in out] == values
+    dictionaries = [b.column(0).dictionary.to_pylist() for b in out]
+    assert dictionaries[0] == dictionaries[1] == ["a", "b"]  # no new values: the same one
+    assert dictionaries[2] == ["a", "b", "c", "d"]  # grown, earlier indices kept
+    assert dictionaries[3] == [f"v{i}" for i in range(12)]  # past the limit: a new one
+    assert dictionaries[4] == dictionaries[3]
 
 
 def test_sample_rows_of_an_append_are_one_segment_and_a_build_s_go_through_a_writer(store: Store) -> None:

@@ -42,6 +42,28 @@ def test_batches_keep_what_the_definition_keeps(seed: int) -> None:
         assert strata.by_id[h].kept == expected.sum()
 
 
+@pytest.mark.parametrize("low", [0.0, 0.5, 0.9])
+def test_a_stratum_whose_keys_defy_the_bound_is_merged_whole(low: float) -> None:
+    # many rows of one stratum at once: candidates are first looked for under a bound that
+    # uniform keys pass K times but for a chance in millions; keys all above it (low > 0)
+    # must still give what the definition keeps
+    rng = np.random.default_rng(3)
+    k, f = 50, 0.01
+    keys = low + (1 - low) * rng.random(1000)
+    strata = Strata(f, k, [Stratum(0, ("a",)), Stratum(1, ("b",))])
+    ids = np.repeat([0, 1], [1000, 10])
+    keys = np.concatenate([keys, rng.random(10)])
+    positions, found = strata.admit(ids, Keys.given(keys))
+    assert (found == keys[positions]).all()
+    for h in (0, 1):
+        mine = ids == h
+        admitted = np.zeros(len(ids), dtype=bool)
+        admitted[positions] = True
+        live = admitted[mine] & (keys[mine] <= strata.by_id[h].threshold)
+        assert (live == _kept_by_definition(keys[mine], k, f)).all()
+        assert strata.by_id[h].kept == (k if h == 0 else 10)
+
+
 def test_ids_group_rows_by_their_key_columns_nulls_included() -> None:
     strata = Strata(0.1, 5)
     batch = pa.table({"a": ["x", "y", None, "x", None], "b": [1, 1, 2, 1, 2], "c": [9, 8, 7, 6, 5]})

@@ -26,6 +26,8 @@ STRATUM_COLUMN = "__stratum"
 KEY_COLUMN = "__u"
 #: Rows admitted at a time (the strata above the floor are merged once per admission).
 ADMIT_ROWS = 1 << 19
+#: Values a dictionary shared by an append's batches grows to before a batch starts another.
+SHARED_DICTIONARY = 1 << 16
 
 
 class Held:
@@ -53,7 +55,12 @@ class KeyEncoding:
     strata read their ids off the dictionaries, and the writer stores the dictionaries (a
     segment keeps the values it uses) instead of hashing the same columns again. Decided on the
     first batch, for every batch of the append (its batches share a schema): a key column not
-    used to partition or sort the dataset whose first batch has few distinct values."""
+    used to partition or sort the dataset whose first batch has few distinct values.
+
+    The batches of an append share one dictionary per column (looked up, not built again, per
+    batch; grown when a batch brings new values, the earlier values keeping their indices), so
+    the strata map it to their ids once and sample rows taken from several batches concatenate
+    without unifying dictionaries."""
 
     def __init__(self, spec: DatasetSpec, keys: Iterable[str]) -> None:
         ordering = {s for t in spec.partition_by for s in t.sources}
@@ -61,6 +68,7 @@ class KeyEncoding:
             ordering.update([key] if isinstance(key, str) else key.sources)
         self._keys = [k for k in dict.fromkeys(keys) if k not in ordering]
         self._columns: list[int] | None = None
+        self._dictionaries: dict[int, tuple[pa.Array, pc.SetLookupOptions]] = {}
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         first: dict[int, pa.Array] = {}
@@ -72,13 +80,28 @@ class KeyEncoding:
                     encoded = pc.dictionary_encode(batch.column(at))
                     if len(encoded.dictionary) <= DICTIONARY_RATIO * batch.num_rows:
                         first[at] = encoded
+                        self._dictionaries[at] = (encoded.dictionary, pc.SetLookupOptions(encoded.dictionary))
             self._columns = list(first)
         for at in self._columns:
             column = batch.column(at)
             if not pa.types.is_dictionary(column.type):
-                encoded = first[at] if at in first else pc.dictionary_encode(column)
+                encoded = first[at] if at in first else self._encode(at, column)
                 batch = batch.set_column(at, batch.schema.field(at).with_type(encoded.type), encoded)
         return batch
+
+    def _encode(self, at: int, column: pa.Array) -> pa.DictionaryArray:
+        dictionary, lookup = self._dictionaries[at]
+        indices = pc.index_in(column, options=lookup)
+        if indices.null_count > column.null_count:  # values not met before: the dictionary grows
+            new = pc.unique(column.filter(pc.and_(pc.is_null(indices), pc.is_valid(column))))
+            if len(dictionary) + len(new) > max(SHARED_DICTIONARY, len(column)):
+                encoded = pc.dictionary_encode(column)  # many values: start a new one here
+                self._dictionaries[at] = (encoded.dictionary, pc.SetLookupOptions(encoded.dictionary))
+                return encoded
+            dictionary = pa.concat_arrays([dictionary, new.cast(dictionary.type)])
+            self._dictionaries[at] = (dictionary, pc.SetLookupOptions(dictionary))
+            indices = pc.index_in(column, options=self._dictionaries[at][1])
+        return pa.DictionaryArray.from_arrays(indices, dictionary)
 
 
 class Admitter:

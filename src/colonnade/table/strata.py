@@ -143,6 +143,9 @@ class Strata:
         self._lookups: list[tuple[pa.DataType, pc.SetLookupOptions] | None] = []
         self._sizes: tuple[int, ...] = ()
         self._codes = np.zeros(0, dtype=np.int64)  # combined value indices -> stratum id (-1)
+        #: the dictionaries of the key columns last seen (see _dictionary_ids), whether each
+        #: had nulls, their values' indices, and every combination's stratum id (-1: none yet)
+        self._combos: tuple[list[pa.Array], list[bool], list[np.ndarray], np.ndarray] | None = None
 
     @classmethod
     def from_properties(cls, properties: dict[str, Any], fraction: float, min_rows: int,
@@ -234,14 +237,25 @@ class Strata:
 
     def stratum(self, values: tuple[Any, ...]) -> int:
         """The id of the stratum of ``values``, created (empty) if new."""
-        found = self.by_values.get(values)
-        if found is None:
-            found = len(self.values)
-            self._grow(found + 1)
-            self.values[found] = values
-            self.by_values[values] = found
-            self.dirty[found] = self.created[found] = True
-        return found
+        return self.strata([values])[0]
+
+    def strata(self, keys: Sequence[tuple[Any, ...]]) -> list[int]:
+        """The id of the stratum of each of ``keys``, those new created (empty), the arrays
+        grown once (a first append meets thousands of strata)."""
+        out: list[int] = []
+        new: list[tuple[Any, ...]] = []
+        for values in keys:
+            found = self.by_values.get(values)
+            if found is None:
+                found = self.by_values[values] = len(self.values) + len(new)
+                new.append(values)
+            out.append(found)
+        if new:
+            start = len(self.values)
+            self._grow(start + len(new))
+            self.values[start:] = new
+            self.dirty[start:] = self.created[start:] = True
+        return out
 
     def ids(self, batch: pa.RecordBatch | pa.Table, columns: Sequence[str]) -> np.ndarray:
         """The stratum id of every row of ``batch`` (new strata are added): each key column's
@@ -281,35 +295,49 @@ class Strata:
         missing = found < 0
         if create and missing.any():
             lists = [list(k) for k in self._columns]
-            for code in np.unique(codes[missing]).tolist():
+            new = np.unique(codes[missing])
+            keys = []
+            for code in new.tolist():
                 picked: list[Any] = []
                 for size, known in zip(reversed(sizes), reversed(lists), strict=True):
                     code, index = divmod(code, size)
                     picked.append(known[index])
-                key = tuple(reversed(picked))
-                self._codes[self._code_of(key, sizes)] = self.stratum(key)
+                keys.append(tuple(reversed(picked)))
+            self._codes[new] = self.strata(keys)
             found = self._codes[codes]
         return found
 
     def _dictionary_ids(self, chunks: list[pa.DictionaryArray]) -> np.ndarray:
         """The stratum ids of rows whose key columns are dictionary arrays (see KeyEncoding):
         the ids of every combination of their dictionaries' values, then one look-up per row."""
-        lists, indices = [], []
-        for at, chunk in enumerate(chunks):
-            known = self._columns[at]
-            listed = [known.setdefault(v, len(known)) for v in chunk.dictionary.to_pylist()]
+        dictionaries = [chunk.dictionary for chunk in chunks]
+        nulls = [chunk.indices.null_count > 0 for chunk in chunks]
+        cached = self._combos
+        if cached is not None and cached[1] == nulls and all(
+                len(a) == len(b) and a.equals(b) for a, b in zip(cached[0], dictionaries, strict=True)):
+            lists, combos = cached[2], cached[3]  # the batches of an append share dictionaries
+        else:
+            lists, combos = [], None
+            for at, (dictionary, null) in enumerate(zip(dictionaries, nulls, strict=True)):
+                known = self._columns[at]
+                listed = [known.setdefault(v, len(known)) for v in dictionary.to_pylist()]
+                if null:
+                    listed.append(known.setdefault(None, len(known)))
+                lists.append(np.array(listed, dtype=np.int64))
+        indices = []
+        for chunk, listed_ in zip(chunks, lists, strict=True):
             index = chunk.indices
             if index.null_count:
-                listed.append(known.setdefault(None, len(known)))
-                index = pc.fill_null(index, len(listed) - 1)
-            lists.append(np.array(listed, dtype=np.int64))
+                index = pc.fill_null(index, len(listed_) - 1)
             indices.append(index.to_numpy(zero_copy_only=False))
         widths = [len(v) for v in lists]
         if int(np.prod(widths, dtype=np.int64)) > max(1 << 16, len(chunks[0])):
             return self._ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
-        # every combination of the dictionaries' values (a few thousand): its stratum id, or
-        # -1 for a stratum not met yet (created below if a row has it)
-        combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
+        if combos is None:
+            # every combination of the dictionaries' values (a few thousand): its stratum id, or
+            # -1 for a stratum not met yet (created below if a row has it)
+            combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
+            self._combos = (dictionaries, nulls, lists, combos)
         local = indices[0].astype(np.int32)
         for width, more in zip(widths[1:], indices[1:], strict=True):
             local *= width
@@ -401,7 +429,14 @@ class Strata:
             low[hits] = True
             row_keys = keys.of(rows_above, low[rows_above])
             above_ids = ids[rows_above]
-            candidate = row_keys <= self.threshold[above_ids]
+            bound = self._bound(counts)
+            candidate = row_keys <= bound[above_ids]
+            tight = bound < self.threshold
+            if tight.any():  # a stratum short of K keys under its bound is taken whole
+                got = np.bincount(above_ids[candidate], minlength=size)
+                short = tight & (got < self.min_rows)
+                if short.any():
+                    candidate |= short[above_ids] & (row_keys <= self.threshold[above_ids])
             c_ids, c_keys, c_rows = above_ids[candidate], row_keys[candidate], rows_above[candidate]
             c_order = _ordered(c_ids, c_keys)
             order = np.argsort(c_order)  # one float sort: ties are checked for below
@@ -438,6 +473,18 @@ class Strata:
         order = np.argsort(rows[1])
         at = np.searchsorted(rows[0], rows[1][order])
         return np.insert(rows[0], at, rows[1][order]), np.insert(found[0], at, found[1][order])
+
+    def _bound(self, counts: np.ndarray) -> np.ndarray:
+        """Per stratum, a key bound at most its threshold above which none of ``counts`` new
+        rows can stay: the threshold falls to the K-th smallest key (or F), which is at most
+        the K-th smallest new key, and ``c`` uniform keys hold at least K under
+        ``(K + 6 sqrt(K) + 6) / c`` but for a chance in millions (:meth:`admit` checks, and
+        takes a stratum short of K whole). A stratum meeting many rows (a first append)
+        then merges about that many candidates instead of all of them."""
+        k = self.min_rows
+        with np.errstate(divide="ignore"):
+            q = (k + 6.0 * np.sqrt(k) + 6.0) / counts
+        return np.minimum(self.threshold, np.maximum(self.fraction, q))
 
     def remove(self, ids: np.ndarray) -> None:
         """Base rows deleted: the stratum id of each."""
