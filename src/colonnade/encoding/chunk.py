@@ -212,7 +212,7 @@ def _sample_mostly_distinct(array: pa.Array) -> bool:
     if n <= 4 * _SAMPLE:
         return False
     step = n // _SAMPLE
-    sample = array.slice(0, step * _SAMPLE).take(pa.array(range(0, step * _SAMPLE, step)))
+    sample = array.slice(0, step * _SAMPLE).take(pa.array(np.arange(0, step * _SAMPLE, step)))
     return bool(pc.count_distinct(sample).as_py() > 0.9 * _SAMPLE)
 
 
