@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "colonnade"
 
 #: What each package may import from the project (besides itself). Presentation (the notebook's
 #: HTML views) is reached only by ``_repr_html_`` methods, which notebooks call.
-BASE = {"errors", "config", "faults", "_lazy", "__version__"}
+BASE = {"errors", "config", "faults", "_lazy", "__version__", "sqlnames"}
 ALLOWED = {
     "encoding": BASE,
     "schema": BASE | {"encoding", "expressions"},

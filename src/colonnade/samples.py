@@ -30,6 +30,7 @@ from colonnade.errors import (
     QueryError,
     SchemaError,
 )
+from colonnade.sqlnames import quoted
 from colonnade.table.dataset import Dataset
 from colonnade.table.sample import (
     SampleState,
@@ -358,10 +359,10 @@ def _summary_columns(schema: pa.Schema) -> dict[str, tuple[int, bool]]:
 def _summary_sql(source: str, state: SampleState, schema: pa.Schema) -> str:
     """The summary per stratum of the live rows ``source`` (see
     :func:`~colonnade.query.estimate_sql.estimator_ctes`)."""
-    on = [_quoted(c) for c in state.settings.on]
+    on = [quoted(c) for c in state.settings.on]
     items = ["count(*) AS __m"]
     for i, numeric in _summary_columns(schema).values():
-        column = _quoted(schema.field(i).name)
+        column = quoted(schema.field(i).name)
         items.append(f"count({column}) AS __n{i}")
         if numeric:
             value = f"CAST({column} AS DOUBLE)"
@@ -406,10 +407,6 @@ def _materialized(store: Store, con: Any, sample: Dataset, state: SampleState) -
             for table in _table_names(old):
                 con.execute(f"DROP TABLE IF EXISTS {table}")
     return live, strata, summary
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _table_names(tag: str) -> tuple[str, str, str]:

@@ -38,6 +38,7 @@ from colonnade.query.where import (
     sql_text,
     statement_kinds,
 )
+from colonnade.sqlnames import quoted
 from colonnade.table.scan import Pruned, Scan, ScanMetrics, read_schema
 
 if TYPE_CHECKING:
@@ -240,8 +241,8 @@ def _pushed_columns(con: duckdb.DuckDBPyConnection, schema: pa.Schema, alias: st
     name = "__colonnade_stand_in"
     con.register(name, stand_in)
     try:
-        quoted = '"' + alias.replace('"', '""') + '"'
-        con.execute(f"SELECT count(*) FROM {name} AS {quoted} WHERE {condition}").fetchall()
+        quoted_alias = quoted(alias)
+        con.execute(f"SELECT count(*) FROM {name} AS {quoted_alias} WHERE {condition}").fetchall()
     except Exception:  # noqa: BLE001 - e.g. it refers to other tables: then nothing is pushed
         return set()
     finally:

@@ -38,6 +38,7 @@ from colonnade.query.estimate_sql import (
     summary_column,
     t_quantile,
 )
+from colonnade.sqlnames import quoted
 
 if TYPE_CHECKING:
     from colonnade.query.error_clause import ErrorClause
@@ -61,12 +62,8 @@ class SampleQuery:
 
 
 # -- SQL ------------------------------------------------------------------------------------------
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _named(sql: str, name: str | None) -> str:
-    return sql if name is None else f"{sql} AS {_quote(name)}"
+    return sql if name is None else f"{sql} AS {quoted(name)}"
 
 
 def _order_by(q: Approximable, column: Callable[[int], str] = str) -> str:

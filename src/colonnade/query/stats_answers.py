@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from colonnade.query.metadata import typed_values
 from colonnade.query.rewrite import StatsQuery, analyse, rewrite, where_sql
+from colonnade.sqlnames import quoted
 
 if TYPE_CHECKING:
     import duckdb
@@ -210,8 +211,8 @@ class StatsAnswers:
         name = "__colonnade_partitions"
         con.register(name, table)
         try:
-            quoted = '"' + plan.alias.replace('"', '""') + '"'
-            sql = f"SELECT coalesce(({where_sql(plan)}), false) FROM {name} AS {quoted}"
+            quoted_alias = quoted(plan.alias)
+            sql = f"SELECT coalesce(({where_sql(plan)}), false) FROM {name} AS {quoted_alias}"
             kept = [bool(r[0]) for r in con.execute(sql).fetchall()]
         finally:
             con.unregister(name)

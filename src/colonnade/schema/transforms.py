@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.errors import SpecError
+from colonnade.sqlnames import quoted
 
 Predicate = tuple[str, tuple[Any, ...]]  # (op, values); op in = in < <= > >=
 
@@ -34,7 +35,7 @@ def quote_name(name: str) -> str:
     double quotes with embedded quotes doubled (as SQL does)."""
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return name
-    return '"' + name.replace('"', '""') + '"'
+    return quoted(name)
 
 
 class Transform(ABC):

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from colonnade.errors import ColonnadeError
 from colonnade.spark.reading import SegmentGroup, read_group, spark_arrow_schema
+from colonnade.sqlnames import quoted
 from colonnade.store import Store
 
 #: Rows aggregated at once (the batches of a run are held together).
@@ -41,10 +42,6 @@ def _cursor() -> duckdb.DuckDBPyConnection:
         if _root is None:
             _root = duckdb.connect()
         return _root.cursor()
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def columns_of(aggregation: dict[str, Any]) -> list[str]:
@@ -91,7 +88,7 @@ def aggregate_group(store: Store, name: str, schema: pa.Schema, aggregation: dic
     if len(partials) == 1:
         answer = partials[0]
     else:
-        merged = [_quoted(c) for c in aggregation["group_by"]]
+        merged = [quoted(c) for c in aggregation["group_by"]]
         merged += [f"{_MERGE[a['fn']]}(__a{i})" for i, a in enumerate(aggregation["aggregates"])]
         answer = _sql(pa.concat_tables(partials), merged, aggregation["group_by"])
     try:
@@ -138,7 +135,7 @@ def _partial(aggregation: dict[str, Any], read: pa.Schema, run: list[pa.RecordBa
     select = list(keys)
     for i, a in enumerate(aggregation["aggregates"]):
         fn = a["fn"]
-        select.append(("count(*)" if fn == "countstar" else f"{fn}({_quoted(a['col'])})") + f" AS __a{i}")
+        select.append(("count(*)" if fn == "countstar" else f"{fn}({quoted(a['col'])})") + f" AS __a{i}")
     answer = _sql(pa.table(arrays), select, keys)
     for i, key in enumerate(keys):  # indices back to values
         values = answer.column(key)
@@ -155,7 +152,7 @@ def _plain(values: list[pa.Array], t: pa.DataType) -> pa.ChunkedArray:
 def _sql(table: pa.Table, select: list[str], group_by: list[str]) -> pa.Table:
     sql = f"SELECT {', '.join(select)} FROM __colonnade_rows"
     if group_by:
-        sql += f" GROUP BY {', '.join(_quoted(c) for c in group_by)}"
+        sql += f" GROUP BY {', '.join(quoted(c) for c in group_by)}"
     cursor = _cursor()
     try:
         cursor.register("__colonnade_rows", table)

@@ -51,6 +51,7 @@ from colonnade.spark.reading import (
     split_options,
     store_uri,
 )
+from colonnade.sqlnames import quoted
 
 _GATHER = 64 * 1024
 
@@ -188,7 +189,7 @@ def _sql_filter(flt: dict[str, Any], schema: pa.Schema) -> str | None:
     col = flt.get("col")
     if col not in schema.names:
         return None
-    name = '"' + str(col).replace('"', '""') + '"'
+    name = quoted(str(col))
     if op == "isnull":
         return f"{name} IS NULL"
     if op == "notnull":

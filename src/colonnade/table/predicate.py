@@ -29,6 +29,7 @@ from colonnade.encoding.chunk import ChunkStats, physical_value
 from colonnade.errors import PredicateError
 from colonnade.expressions.pruning import partition_may_match, segment_may_match
 from colonnade.expressions.tree import And, Compare, Node, Or, Unknown
+from colonnade.sqlnames import quoted
 
 if TYPE_CHECKING:
     import duckdb
@@ -72,7 +73,7 @@ class Predicate:
 
     @property
     def _relation(self) -> str:
-        return '"' + self.dataset.replace('"', '""') + '"'
+        return quoted(self.dataset)
 
     def _statement(self, select: str) -> str:
         return f"SELECT {select} FROM {self._relation} WHERE {self.text}"

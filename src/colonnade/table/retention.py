@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from colonnade.config import parse_duration
 from colonnade.errors import CommitConflictError, SchemaError
+from colonnade.sqlnames import quoted
 from colonnade.table.commits import Commit, SetProperties, Snapshot
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def set_retention(ds: Dataset, retain: str | None, on: str | None = None) -> Com
 def cutoff_predicate(retention: Retention, type_: pa.DataType, now: float) -> str:
     """The SQL predicate of the rows older than ``now - retention``."""
     cutoff = dt.datetime.fromtimestamp(now - retention.seconds, tz=dt.UTC)
-    column = '"' + retention.column.replace('"', '""') + '"'
+    column = quoted(retention.column)
     if pa.types.is_date(type_):
         # a day is older than the cutoff when all of it is: it ended by the cutoff's day
         return f"{column} < DATE '{cutoff.date().isoformat()}'"
