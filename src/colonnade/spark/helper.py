@@ -125,7 +125,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"version": snapshot.version, "taken": taken}
     if op == "plan":
         groups = plan_groups(store, stored, snapshot.version, request.get("columns") or [], expr,
-                             *split_options(request.get("options") or {}))
+                             *split_options(request.get("options") or {}), snapshot=snapshot)
         aggregation = request.get("aggregate")
         if not groups and aggregation and not aggregation["group_by"]:
             groups = [SegmentGroup((), None, 0)]  # a count of no rows is still one row: 0

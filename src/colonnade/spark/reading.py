@@ -224,11 +224,16 @@ def filter_of(filters: Sequence[dict[str, Any] | None], schema: pa.Schema
 
 
 def plan_groups(store: Store, name: str, version: int, columns: Sequence[str], expr: pc.Expression | None,
-                partition_bytes: int, min_partitions: int) -> list[SegmentGroup]:
+                partition_bytes: int, min_partitions: int, snapshot: Snapshot | None = None
+                ) -> list[SegmentGroup]:
     """The scan's segments after partition and min/max pruning, in commit order, grouped into
     groups of about ``partition_bytes`` bytes — smaller (down to SPLIT_FLOOR) when that makes
-    fewer than ``min_partitions`` (as Spark splits files)."""
-    ds, snapshot = _snapshot(store, name, version)
+    fewer than ``min_partitions`` (as Spark splits files). ``snapshot``: the version's, when the
+    caller has just pinned it (not looked up and checked again)."""
+    if snapshot is None or snapshot.version != version:
+        ds, snapshot = _snapshot(store, name, version)
+    else:
+        ds = _cached(store, name)[0]
     plan = Scan(ds, tuple(columns), expr, version, snapshot).plan()
     sizes = [sum(s.stats[c].nbytes for c in plan.read_columns if c in s.stats) for s in plan.segments]
     split = min(max(1, partition_bytes),
