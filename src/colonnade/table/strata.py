@@ -105,7 +105,12 @@ class Keys:
             return self._given[positions]
         assert self._rng is not None
         u = self._rng.random(len(positions))
-        return np.where(low, u * self._floor, self._floor + u * (1.0 - self._floor))
+        if isinstance(low, bool):
+            return u * self._floor if low else self._floor + u * (1.0 - self._floor)
+        out = u * (1.0 - self._floor)  # in place: most rows are above the floor
+        out += self._floor
+        out[low] = u[low] * self._floor
+        return out
 
 
 class Strata:
@@ -338,7 +343,7 @@ class Strata:
             # -1 for a stratum not met yet (created below if a row has it)
             combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
             self._combos = (dictionaries, nulls, lists, combos)
-        local = indices[0].astype(np.int32)
+        local = indices[0].astype(np.intp)  # as an index, taken as is
         for width, more in zip(widths[1:], indices[1:], strict=True):
             local *= width
             local += more
@@ -420,14 +425,15 @@ class Strata:
         counts = np.bincount(ids, minlength=size)
         above = self.threshold > self.fraction
         hits = keys.at_most(self.fraction)
-        at_floor = hits[~above[ids[hits]]]  # a Bernoulli(F) sample of the floor strata
+        hit_above = above[ids[hits]]
+        at_floor = hits[~hit_above]  # a Bernoulli(F) sample of the floor strata
         rows, found = [at_floor], [keys.of(at_floor, True)]
         self.kept += np.bincount(ids[at_floor], minlength=size)
         rows_above = np.flatnonzero(above[ids])
         if len(rows_above):  # their thresholds fall to the K-th smallest key
-            low = np.zeros(len(ids), dtype=bool)
-            low[hits] = True
-            row_keys = keys.of(rows_above, low[rows_above])
+            low = np.zeros(len(rows_above), dtype=bool)  # which of them are hits
+            low[np.searchsorted(rows_above, hits[hit_above])] = True
+            row_keys = keys.of(rows_above, low)
             above_ids = ids[rows_above]
             bound = self._bound(counts)
             candidate = row_keys <= bound[above_ids]
@@ -437,16 +443,17 @@ class Strata:
                 short = tight & (got < self.min_rows)
                 if short.any():
                     candidate |= short[above_ids] & (row_keys <= self.threshold[above_ids])
-            c_ids, c_keys, c_rows = above_ids[candidate], row_keys[candidate], rows_above[candidate]
-            c_order = _ordered(c_ids, c_keys)
+            picked = np.flatnonzero(candidate)
+            c_order = _ordered(above_ids[picked], row_keys[picked])
             order = np.argsort(c_order)  # one float sort: ties are checked for below
-            c_ids, c_keys, c_rows, c_order = c_ids[order], c_keys[order], c_rows[order], c_order[order]
+            picked, c_order = picked[order], c_order[order]
+            c_ids, c_keys, c_rows = above_ids[picked], row_keys[picked], rows_above[picked]
             live_ids, live_keys = self._ensure_live()
             at = np.searchsorted(_ordered(live_ids, live_keys), c_order)
             all_ids = np.insert(live_ids, at, c_ids)
             all_keys = np.insert(live_keys, at, c_keys)
             inserted = at + np.arange(len(at))  # where np.insert put each candidate
-            if not _sorted(all_ids, all_keys):  # keys a rounding apart: merge exactly
+            if not _sorted_around(all_ids, all_keys, inserted):  # keys a rounding apart: merge exactly
                 exact = np.lexsort((all_keys, all_ids))
                 all_ids, all_keys = all_ids[exact], all_keys[exact]
                 inserted = np.argsort(exact)[inserted]
@@ -470,9 +477,13 @@ class Strata:
         if len(rows) == 1:
             return rows[0], found[0]
         # in row order: the rows of the strata above the floor merged into those at it (sorted)
-        order = np.argsort(rows[1])
-        at = np.searchsorted(rows[0], rows[1][order])
-        return np.insert(rows[0], at, rows[1][order]), np.insert(found[0], at, found[1][order])
+        chosen = np.zeros(len(ids), dtype=bool)
+        key_of = np.empty(len(ids))
+        for some, their_keys in zip(rows, found, strict=True):
+            chosen[some] = True
+            key_of[some] = their_keys
+        positions = np.flatnonzero(chosen)
+        return positions, key_of[positions]
 
     def _bound(self, counts: np.ndarray) -> np.ndarray:
         """Per stratum, a key bound at most its threshold above which none of ``counts`` new
@@ -549,12 +560,20 @@ def _block_states(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _ordered(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """One float per (stratum, key) in their order (``2 id + key``: strata never overlap; keys
-    of one stratum less than a rounding apart may tie, see :func:`_sorted`)."""
+    of one stratum less than a rounding apart may tie, see :func:`_sorted_around`)."""
     return ids * 2.0 + keys
 
 
-def _sorted(ids: np.ndarray, keys: np.ndarray) -> bool:
-    """Whether (ids, keys) is sorted by both, exactly."""
-    if len(ids) < 2:
+def _sorted_around(ids: np.ndarray, keys: np.ndarray, inserted: np.ndarray) -> bool:
+    """Whether (ids, keys), sorted by both but for the entries at ``inserted`` (sorted
+    positions), is sorted, exactly: only the pairs next to an inserted entry need checking."""
+    if len(ids) < 2 or not len(inserted):
         return True
-    return bool(np.all((ids[1:] > ids[:-1]) | ((ids[1:] == ids[:-1]) & (keys[1:] >= keys[:-1]))))
+    left = np.concatenate([inserted[inserted > 0] - 1, inserted[inserted < len(ids) - 1]])
+    return _sorted_pairs(ids, keys, left)
+
+
+def _sorted_pairs(ids: np.ndarray, keys: np.ndarray, left: np.ndarray) -> bool:
+    """Whether each entry ``left`` is at most the next one, by (id, key)."""
+    a, b = ids[left], ids[left + 1]
+    return bool(np.all((b > a) | ((b == a) & (keys[left + 1] >= keys[left]))))
