@@ -20,7 +20,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from chunk_helpers import COMPRESSIONS, TYPES, check_round_trip, comparable, plain
 from hypothesis import HealthCheck, given, settings
@@ -171,16 +173,21 @@ def _sample_chunks() -> list[bytes]:
         encode_chunk(pa.array([1.5, None, -2.0]), "none")[0],
         encode_chunk(pa.array([3] * 300 + [None] * 100 + [-1] * 200, pa.int64()), "zstd")[0],  # run-end
         encode_chunk(pa.array(["ab"] * 500 + [None] * 300 + ["c"] * 500), "none")[0],  # run-end, dictionary
+        # a type the packed payload doesn't hold: an Arrow IPC dictionary
+        encode_chunk(pa.array([Decimal("1.25"), None, Decimal("1.25")] * 10, pa.decimal128(10, 2)), "zstd",
+                     dictionary=True)[0],
+        encode_chunk(pa.array(list(range(1000)), pa.int64()), "zstd")[0],  # delta runs
     ]
 
 
 def test_the_sample_chunks_cover_every_flag() -> None:
-    assert [c[5] for c in _sample_chunks()] == [1, 1, 0, 2, 3]
+    # packed dictionaries (1 | 8) for strings and numbers alike
+    assert [c[5] for c in _sample_chunks()] == [9, 9, 0, 2, 3, 1, 6]
 
 
 def test_documented_worked_example() -> None:
     data, _ = encode_chunk(pa.array([1, 2, 2], pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4302000000")
+    assert data[:8] == bytes.fromhex("434f4c4303000000")
     crc, length = struct.unpack_from("<II", data, 8)
     assert length == len(data) - HEADER_SIZE == len(data) - 16
     assert crc == zlib.crc32(data[4:8] + data[16:])  # version, flags, reserved, then the payload
@@ -191,7 +198,7 @@ def test_documented_worked_example() -> None:
 def test_documented_run_end_example() -> None:
     values = [7] * 300 + [None] * 200 + [9] * 500
     data, stats = encode_chunk(pa.array(values, pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4302020000")
+    assert data[:8] == bytes.fromhex("434f4c4303020000")
     payload = pa.ipc.open_stream(pa.py_buffer(data[16:])).read_all().column("v").chunk(0)
     assert payload.type == pa.run_end_encoded(pa.int32(), pa.int32())
     assert payload.run_ends.to_pylist() == [300, 500, 1000]
@@ -210,7 +217,7 @@ def test_documented_run_end_example() -> None:
     assert decoded.dictionary.to_pylist() == ["Zürich", "Bern"] and decoded.to_pylist() == cities
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(7))
 def test_flipping_any_byte_is_detected(index: int) -> None:
     data = _sample_chunks()[index]
     for position in range(len(data)):
@@ -285,6 +292,85 @@ def test_valid_chunk_passes_verify() -> None:
         assert decode_chunk(memoryview(data)).to_pylist() == decode_chunk(data).to_pylist()
 
 
+# -- packed dictionaries (format version 3) ----------------------------------------------------------
+def _with_crc(data: bytes) -> bytes:
+    """``data`` with its header's checksum made right again (damage a checksum can't see)."""
+    out = bytearray(data)
+    out[8:12] = struct.pack("<I", zlib.crc32(bytes(out[16:]), zlib.crc32(bytes(out[4:8]))))
+    out[12:16] = struct.pack("<I", len(out) - HEADER_SIZE)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("distinct", [3, 200, 40_000, 70_000])
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_packed_dictionaries_round_trip_at_every_index_width(distinct: int, compression: str) -> None:
+    rows = max(2 * distinct + 1, 1000)
+    values = [None if i % 11 == 3 else f"v{(i * 7) % distinct}" for i in range(rows)]
+    data, stats = encode_chunk(pa.array(values), compression, dictionary=True)
+    assert data[5] == 9 and stats.dictionary and stats.nulls == values.count(None)
+    decoded = decode_chunk(data)
+    assert decoded.type == pa.dictionary(pa.int32(), pa.string()) and decoded.to_pylist() == values
+    stored = decode_chunk(data, as_stored=True)  # indices as narrow as the dictionary allows
+    width = 8 if len(stored.dictionary) <= 127 else 16 if len(stored.dictionary) <= 32767 else 32
+    assert stored.type.index_type == pa.int8() if width == 8 else pa.int16() if width == 16 else pa.int32()
+    # most frequent value first
+    counts = pa.array(values).value_counts().to_pylist()
+    top = max(c["counts"] for c in counts if c["values"] is not None)
+    assert values.count(stored.dictionary[0].as_py()) == top
+
+
+def test_packed_dictionaries_are_smaller_than_arrow_ipc_ones() -> None:
+    rng = np.random.default_rng(5)
+    names = np.array([f"Some Place, Region {i}" for i in range(3000)])
+    picks = names[np.minimum(rng.zipf(1.3, 50_000), 3000) - 1]
+    values = pa.array(np.where(rng.random(50_000) < 0.4, None, picks).tolist(), pa.string())
+    packed, _ = encode_chunk(values, "zstd")
+    ipc = pa.BufferOutputStream()
+    array = pc.dictionary_encode(values)
+    array = pa.DictionaryArray.from_arrays(array.indices.cast(pa.int16()), array.dictionary)
+    batch = pa.record_batch([array], names=["v"])
+    with pa.ipc.new_stream(ipc, batch.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(batch)
+    assert packed[5] == 9 and len(packed) < 0.85 * ipc.getvalue().size
+
+
+def _packed_sections(data: bytes) -> list[tuple[int, int, int]]:
+    """(offset of the section's body, raw length, stored length) of each section."""
+    at, out = HEADER_SIZE + 16, []
+    for _ in range(5):
+        raw, stored = struct.unpack_from("<II", data, at)
+        out.append((at + 8, raw, stored))
+        at += 8 + stored
+    return out
+
+
+def test_a_packed_payload_that_lies_is_an_error_not_a_crash() -> None:
+    """Bytes whose checksum holds but which a bug wrote wrong are a ChunkFormatError."""
+    values = pa.array([None if i % 4 == 0 else f"x{i % 9}" for i in range(400)])
+    data, _ = encode_chunk(values, "none", dictionary=True)
+    assert data[5] == 9
+    head = HEADER_SIZE
+    sections = _packed_sections(data)
+    planes_at = sections[2][0]
+    lies = {
+        "index out of range": data[:planes_at] + b"\xff" + data[planes_at + 1:],
+        "more valid rows than rows": data[:head + 8] + struct.pack("<I", 401) + data[head + 12:],
+        "a dictionary value too many": data[:head + 12] + struct.pack("<I", 10) + data[head + 16:],
+        "unknown codec": data[:head] + b"\x07" + data[head + 1:],
+        "truncated": data[:-3],
+        "trailing bytes": data + b"\x00",
+        "bad value type": data[:sections[0][0]] + b"\x00" * sections[0][1] + data[sections[0][0] + sections[0][1]:],
+    }
+    for name, lie in lies.items():
+        with pytest.raises(ChunkFormatError):
+            decode_chunk(_with_crc(lie))
+            pytest.fail(name)
+    bad_flags = bytearray(data)
+    bad_flags[5] = 8 | 2  # packed, but run-end instead of dictionary
+    with pytest.raises(ChunkFormatError, match="packed"):
+        decode_chunk(_with_crc(bytes(bad_flags)))
+
+
 # -- golden files: every format version stays readable --------------------------------------------
 def _runs(values: list[Any], lengths: list[int]) -> list[Any]:
     """``values[i]`` repeated ``lengths[i]`` times, in order."""
@@ -323,30 +409,46 @@ GOLDEN_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
 }
 
 
-GOLDEN_VERSIONS = (1, 2)
+#: Packed dictionaries (format version 3 on): index widths of 1 and 2 bytes, nulls, value
+#: lengths, fixed-width values, a time zone kept in the value type.
+GOLDEN_PACKED_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
+    "string_dict_nulls_zstd": (pa.string(), "zstd",
+                               [None if i % 5 == 0 else f"place {i % 300} " + "é" * (i % 4) for i in range(2000)]),
+    "float64_dict_none": (pa.float64(), "none", [None if i % 3 == 0 else (i % 40) / 8 - 2.0 for i in range(600)]),
+    "timestamp_utc_dict_lz4": (pa.timestamp("ms", tz="UTC"), "lz4",
+                               [dt.datetime(2024, 1, 1 + i % 20, tzinfo=dt.UTC) for i in range(300)]),
+    "binary_dict_zstd": (pa.binary(), "zstd", [b"\x00" * (i % 3) + bytes([i % 7]) for i in range(400)]),
+}
+GOLDEN_VERSIONS = (1, 2, 3)
 
 
-def write_golden(directory: Path) -> None:
+def _golden_columns(version: int) -> dict[str, tuple[pa.DataType, str, list[Any]]]:
+    return GOLDEN_COLUMNS | (GOLDEN_PACKED_COLUMNS if version >= 3 else {})
+
+
+def write_golden(directory: Path, version: int) -> None:
     """Write the golden chunks (run by hand, once per format version; never overwrites)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, (type_, compression, values) in GOLDEN_COLUMNS.items():
+    for name, (type_, compression, values) in _golden_columns(version).items():
         path = directory / f"{name}.chunk"
         if path.exists():
             raise SystemExit(f"{path} exists: golden files are never rewritten")
         run_end = True if "_runs_" in name else None
-        path.write_bytes(encode_chunk(pa.array(values, type=type_), compression, run_end=run_end)[0])
+        dictionary = True if name in GOLDEN_PACKED_COLUMNS else None
+        path.write_bytes(encode_chunk(pa.array(values, type=type_), compression, dictionary=dictionary,
+                                      run_end=run_end)[0])
 
 
-@pytest.mark.parametrize("version", GOLDEN_VERSIONS)
-@pytest.mark.parametrize("name", list(GOLDEN_COLUMNS))
+@pytest.mark.parametrize(("name", "version"), [(n, v) for v in GOLDEN_VERSIONS for n in _golden_columns(v)])
 def test_golden_chunk_is_readable(name: str, version: int) -> None:
-    type_, _, values = GOLDEN_COLUMNS[name]
+    type_, _, values = _golden_columns(version)[name]
     data = (GOLDEN / f"v{version}" / f"{name}.chunk").read_bytes()
     assert data[:5] == b"COLC" + bytes([version])
     assert bool(data[5] & 2) == (version >= 2 and "_runs_" in name), "the run-end flag"
+    assert bool(data[5] & 8) == (version >= 3 and "_dict_" in name and "_runs_" not in name), "the packed flag"
     decoded = decode_chunk(data)
     assert plain(decoded).type == type_
-    assert comparable(plain(decoded).to_pylist()) == comparable(values)
+    assert comparable(plain(decoded).to_pylist()) == comparable(pa.array(values, type_).to_pylist())
     # what scans get is the same from every version: string dictionaries stay dictionaries (as
     # the dictionary rule chose when writing), all else is plain
     assert pa.types.is_dictionary(decoded.type) == (name.startswith("string_") and "_dict_" in name)
@@ -356,7 +458,7 @@ def test_golden_chunk_is_readable(name: str, version: int) -> None:
 
 @pytest.mark.parametrize("version", GOLDEN_VERSIONS)
 def test_every_golden_file_is_checked(version: int) -> None:
-    assert sorted(p.stem for p in (GOLDEN / f"v{version}").glob("*.chunk")) == sorted(GOLDEN_COLUMNS)
+    assert sorted(p.stem for p in (GOLDEN / f"v{version}").glob("*.chunk")) == sorted(_golden_columns(version))
 
 
 def test_golden_version_1_run_columns_decode_as_version_2_writes_them() -> None:
@@ -368,5 +470,5 @@ def test_golden_version_1_run_columns_decode_as_version_2_writes_them() -> None:
         assert comparable(plain(v1).to_pylist()) == comparable(plain(v2).to_pylist()), name
 
 
-if __name__ == "__main__":
-    write_golden(Path(__file__).parent / sys.argv[1])
+if __name__ == "__main__":  # python test_chunk.py golden/v3 3
+    write_golden(Path(__file__).parent / sys.argv[1], int(sys.argv[2]))

@@ -109,7 +109,11 @@ def test_behaviors(imps: Store) -> None:
     stated = imps.sql(sql.replace("AS a", "AS a, relative_error(a) AS re")
                       + " WITH ERROR 0.5 BEHAVIOR 'do_nothing'").to_pylist()
     errors = sorted(r["re"] for r in stated if r["re"] is not None)
-    limit = errors[len(errors) // 2]  # half the groups pass, half fail
+    # half the groups pass, half fail; the limit halfway between two groups' errors, so that
+    # no group's error, added up in another order by another run, falls on either side of it
+    half = len(errors) // 2
+    assert errors[half - 1] < errors[half]
+    limit = (errors[half - 1] + errors[half]) / 2
     failing = {r["geo"] for r in stated if r["re"] is None or r["re"] > limit}
     with pytest.raises(QueryError, match="geo.*relative error") as info:
         imps.sql(f"{sql} WITH ERROR {limit} BEHAVIOR 'strict'")
@@ -192,8 +196,14 @@ def test_the_summary_per_stratum_gives_the_answers_the_sample_rows_give(
     for a, b in zip(sorted(summarised, key=key), sorted(from_rows, key=key), strict=True):
         assert a.keys() == b.keys()
         for name in a:
-            assert a[name] == pytest.approx(b[name], rel=1e-9, nan_ok=True) if isinstance(a[name], float) \
-                else a[name] == b[name]
+            if isinstance(a[name], float):
+                assert a[name] == pytest.approx(b[name], rel=1e-9, nan_ok=True)
+            elif isinstance(a[name], int) and isinstance(b[name], int):
+                # a count estimate is a weighted sum rounded to an integer: a sum that lands on
+                # a half may round either way when added up in another order
+                assert abs(a[name] - b[name]) <= 1, name
+            else:
+                assert a[name] == b[name]
 
 
 def test_a_script_splits_around_sample_statements() -> None:

@@ -4,21 +4,25 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       4     magic b"COLC"
-    4       1     format version (currently 2)
-    5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded, bit 2 = delta runs
-                  (bits 1 and 2: version 2 on)
+    4       1     format version (currently 3)
+    5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded, bit 2 = delta runs,
+                  bit 3 = packed dictionary (bits 1 and 2: version 2 on; bit 3: version 3 on)
     6       2     reserved, zero
     8       4     CRC-32 (zlib.crc32) of bytes 4-7 and then the payload; version 1: of the
                   payload only
     12      4     payload length in bytes
     16      n     payload: an Arrow IPC stream holding one record batch of one column,
-                  its buffers compressed with LZ4_FRAME or ZSTD (named inside the IPC stream)
+                  its buffers compressed with LZ4_FRAME or ZSTD (named inside the IPC stream);
+                  with the packed flag, the sections of :mod:`colonnade.encoding.packed`
 
 The payload column is, by the flags:
 
 * none: the plain column;
 * dictionary: a dictionary array (int8/16/32 indices). Strings are read back as dictionaries
-  (int32 indices); other types were stored so only to be small and are read back plain;
+  (int32 indices); other types were stored so only to be small and are read back plain. From
+  version 3 on, a dictionary of strings, binaries or fixed-width values is packed (dictionary
+  and packed flags, nothing else): no index for a null row, value lengths instead of offsets,
+  indices split into byte planes, values ordered most frequent first (20-30% fewer bytes);
 * run-end: ``run_end_encoded<int32, T>`` of plain values, one per run of equal consecutive
   rows. With the dictionary bit too (strings only) the column is read back as a dictionary,
   built from the run values (hashing one value per run, not per row).
@@ -35,7 +39,9 @@ save at most 25% of ~0.02 bytes a row and read back 1.2-2.2x slower (the diction
 from the run values). Bools and decimals stay plain: Arrow expands their runs slowly (bit by
 bit, or with no fast path), so they would read back 1.1-2.2x slower. All other types (integers,
 floats, dates, timestamps, strings read plain) use run ends under every codec: they read back
-1.8-2.9x faster, in as many bytes under ZSTD (within 1%) and 1.2-1.3x fewer under LZ4; strings
+1.8-2.9x faster than as Arrow IPC dictionaries, in as many bytes under ZSTD (within 1%) and
+1.2-1.3x fewer under LZ4 (against the packed dictionaries of format 3, which take ~20% fewer
+bytes under ZSTD and as many under LZ4, run ends still read back 1.7-2.4x faster); strings
 read plain are ~120x smaller and read back 3x faster. Uncompressed, every type uses run ends:
 12-335x smaller. (Figures: a sorted 10M-row IP-range table, columns with runs of ~500 rows,
 65,536-row chunks; ``tests/encoding/test_run_end.py`` keeps the sizes.)
@@ -50,9 +56,9 @@ Decoding gives every format version's chunk the same logical array: plain, or a 
 strings stored as one.
 
 Worked example: the int32 column ``[1, 2, 2]`` encoded with ZSTD starts with
-``43 4f 4c 43 02 00 00 00`` ("COLC", version 2, no flags), then the CRC-32, then the payload
+``43 4f 4c 43 03 00 00 00`` ("COLC", version 3, no flags), then the CRC-32, then the payload
 length, then an Arrow IPC stream whose schema is ``{"v": int32}``. The int32 column of 300
-sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 02 02 00 00`` (run-end), and its payload
+sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 03 02 00 00`` (run-end), and its payload
 column is ``run_end_encoded<int32, int32>`` with run ends ``[300, 500, 1000]`` and values
 ``[7, null, 9]``. A reader accepts every format version up to :data:`CHUNK_FORMAT_VERSION`; a
 newer one is an explicit error, never a guess.
@@ -74,6 +80,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colonnade.encoding.packed import PackedFormatError, pack, packable, unpack
 from colonnade.encoding.runs import (
     DELTA_OF,
     RUN_END_MIN_ROWS,
@@ -88,15 +95,17 @@ from colonnade.encoding.runs import (
     run_end_encode,
 )
 
-CHUNK_FORMAT_VERSION = 2
+CHUNK_FORMAT_VERSION = 3
 MAGIC = b"COLC"
 _HEADER = struct.Struct("<4sBBHII")
 HEADER_SIZE = _HEADER.size
 FLAG_DICTIONARY = 1
 FLAG_RUN_END = 2
 FLAG_DELTA = 4
+FLAG_PACKED = 8
 #: Header flags each format version may set (all other bits must be zero).
-_VERSION_FLAGS = {1: FLAG_DICTIONARY, 2: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA}
+_VERSION_FLAGS = {1: FLAG_DICTIONARY, 2: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA,
+                  3: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED}
 
 #: A string column is stored dictionary-encoded when distinct values ≤ this fraction of rows.
 DICTIONARY_RATIO = 0.5
@@ -317,25 +326,28 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
         stored = array = _choose_dictionary(array, dictionary)
         as_dictionary = pa.types.is_dictionary(array.type) and is_dictionary_presented(_value_type(array))
         lo, hi = _min_max(array)
-    field = pa.field(_FIELD, stored.type, metadata=metadata)
-    batch = pa.record_batch([stored], schema=pa.schema([field]))
-    sink = pa.BufferOutputStream()
     if compression == "none":
         codec = None
     else:
         codec = pa.Codec(compression, compression_level=level or COMPRESSION_LEVELS.get(compression))
-    options = pa.ipc.IpcWriteOptions(compression=codec)
-    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
-        writer.write_batch(batch)
-    payload = sink.getvalue()
     # the dictionary flag says what the payload stores, or with run ends, how it is read
     stores_dictionary = as_dictionary if run_end else pa.types.is_dictionary(stored.type)
     if delta is not None:
         flags = FLAG_DELTA | FLAG_RUN_END
     else:
         flags = (FLAG_DICTIONARY if stores_dictionary else 0) | (FLAG_RUN_END if run_end else 0)
+    if flags == FLAG_DICTIONARY and packable(stored):
+        payload = pack(stored, compression, codec)
+        flags |= FLAG_PACKED
+    else:
+        field = pa.field(_FIELD, stored.type, metadata=metadata)
+        batch = pa.record_batch([stored], schema=pa.schema([field]))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as writer:
+            writer.write_batch(batch)
+        payload = sink.getvalue().to_pybytes()
     crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
-    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, payload.size) + payload.to_pybytes()
+    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
     return data, ChunkStats(len(array), nulls, lo, hi, as_dictionary, len(data))
 
 
@@ -378,6 +390,13 @@ def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
     flags, _ = _check_header(data)
     verify_chunk(data)
     buf = pa.py_buffer(data).slice(HEADER_SIZE)
+    if flags & FLAG_PACKED:
+        if flags != FLAG_PACKED | FLAG_DICTIONARY:
+            raise ChunkFormatError("a packed payload is a dictionary and nothing else")
+        try:
+            return _presented(unpack(buf, None if as_stored else pa.int32()), as_stored)
+        except PackedFormatError as exc:
+            raise ChunkFormatError(str(exc)) from None
     try:
         # one chunk is small and callers decode many at once in their own threads: Arrow's
         # thread pool per buffer costs more than it saves (about half of the decode time)
@@ -410,6 +429,11 @@ def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
         return run_end_decode(array, as_dictionary)
     if bool(flags & FLAG_DICTIONARY) != pa.types.is_dictionary(array.type):
         raise ChunkFormatError("the header's dictionary flag does not match the payload")
+    return _presented(array, as_stored)
+
+
+def _presented(array: pa.Array, as_stored: bool) -> pa.Array:
+    """A decoded dictionary array as scans get it (see :func:`decode_chunk`); others as they are."""
     if pa.types.is_dictionary(array.type) and not as_stored:
         if not is_dictionary_presented(array.type.value_type):
             # numbers were dictionary-stored only to be small (take is ~5x faster than
