@@ -311,8 +311,8 @@ def test_packed_dictionaries_round_trip_at_every_index_width(distinct: int, comp
     decoded = decode_chunk(data)
     assert decoded.type == pa.dictionary(pa.int32(), pa.string()) and decoded.to_pylist() == values
     stored = decode_chunk(data, as_stored=True)  # indices as narrow as the dictionary allows
-    width = 8 if len(stored.dictionary) <= 127 else 16 if len(stored.dictionary) <= 32767 else 32
-    assert stored.type.index_type == pa.int8() if width == 8 else pa.int16() if width == 16 else pa.int32()
+    size = len(stored.dictionary)
+    assert stored.type.index_type == (pa.int8() if size <= 127 else pa.int16() if size <= 32767 else pa.int32())
     # most frequent value first
     counts = pa.array(values).value_counts().to_pylist()
     top = max(c["counts"] for c in counts if c["values"] is not None)

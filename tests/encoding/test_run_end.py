@@ -282,7 +282,7 @@ def test_sorted_range_table_sizes(ip_million: pa.Table, compression: str, number
     dictionary rule alone) and against plain (neither). Without compression run ends save
     ~50x. Compressed, the floats' packed dictionaries (format 3) are as small under lz4 and
     ~20% smaller under zstd, which stores their runs of repeated small indices in a few bytes;
-    run ends are kept for them because they read back 1.8-2.9x faster. Compressed dictionary
+    run ends are kept for them because they read back 1.7-2.4x faster. Compressed dictionary
     strings are the very same chunks as before. Against a plain string column (one the writer stopped
     dictionary-encoding) run ends save 100x and more whatever the codec."""
     numbers, strings = ["latitude", "longitude"], ["country", "city", "zip"]

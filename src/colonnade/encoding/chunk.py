@@ -80,7 +80,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colonnade.encoding.packed import PackedFormatError, pack, packable, unpack
+from colonnade.encoding.packed import PackedFormatError, narrow_index_type, pack, packable, unpack
 from colonnade.encoding.runs import (
     DELTA_OF,
     RUN_END_MIN_ROWS,
@@ -202,8 +202,7 @@ def _used_dictionary(array: pa.DictionaryArray) -> pa.DictionaryArray:
 
 def _narrow(array: pa.DictionaryArray) -> pa.DictionaryArray:
     """Dictionary indices as small as the dictionary allows (compresses far better)."""
-    n = len(array.dictionary)
-    index_type = pa.int8() if n <= 127 else pa.int16() if n <= 32767 else pa.int32()
+    index_type = narrow_index_type(len(array.dictionary))
     if array.type.index_type == index_type:
         return array
     return pa.DictionaryArray.from_arrays(array.indices.cast(index_type), array.dictionary)

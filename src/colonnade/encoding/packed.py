@@ -78,7 +78,7 @@ def _width(largest: int) -> int:
     return 1 if largest < 1 << 8 else 2 if largest < 1 << 16 else 4
 
 
-def _index_type(values: int) -> pa.DataType:
+def narrow_index_type(values: int) -> pa.DataType:
     """The (signed) index type of a dictionary of ``values`` values, as chunks store them."""
     return pa.int8() if values <= 127 else pa.int16() if values <= 32767 else pa.int32()
 
@@ -171,7 +171,7 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None) -> pa.Dict
     present = _join_planes(planes, w, v)
     if v and int(present.max()) >= m:
         raise PackedFormatError("a dictionary index is out of range")
-    index_type = index_type or _index_type(m)
+    index_type = index_type or narrow_index_type(m)
     dtype = index_type.to_pandas_dtype()
     if v < n:  # each index to the row the validity bitmap marks next
         rows = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=n,

@@ -570,10 +570,5 @@ def _sorted_around(ids: np.ndarray, keys: np.ndarray, inserted: np.ndarray) -> b
     if len(ids) < 2 or not len(inserted):
         return True
     left = np.concatenate([inserted[inserted > 0] - 1, inserted[inserted < len(ids) - 1]])
-    return _sorted_pairs(ids, keys, left)
-
-
-def _sorted_pairs(ids: np.ndarray, keys: np.ndarray, left: np.ndarray) -> bool:
-    """Whether each entry ``left`` is at most the next one, by (id, key)."""
-    a, b = ids[left], ids[left + 1]
+    a, b = ids[left], ids[left + 1]  # each pair: the entry ``left`` at most the next one
     return bool(np.all((b > a) | ((b == a) & (keys[left + 1] >= keys[left]))))
