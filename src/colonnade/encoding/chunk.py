@@ -393,7 +393,7 @@ def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
         if flags != FLAG_PACKED | FLAG_DICTIONARY:
             raise ChunkFormatError("a packed payload is a dictionary and nothing else")
         try:
-            return _presented(unpack(buf, None if as_stored else pa.int32()), as_stored)
+            return _presented(unpack(buf, None if as_stored else pa.int32(), decode_fixed=not as_stored), as_stored)
         except PackedFormatError as exc:
             raise ChunkFormatError(str(exc)) from None
     try:

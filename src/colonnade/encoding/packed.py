@@ -130,9 +130,12 @@ def _section(codec: pa.Codec | None, raw: bytes) -> bytes:
 _DECOMPRESSORS: dict[str, pa.Codec] = {}
 
 
-def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None) -> pa.DictionaryArray:
+def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
+           decode_fixed: bool = False) -> pa.Array:
     """The dictionary array of a packed payload, its indices of ``index_type`` (None: int8/16/32,
-    as narrow as the dictionary allows); PackedFormatError if it is malformed."""
+    as narrow as the dictionary allows); ``decode_fixed``: values of a fixed-width type come back
+    decoded (a plain array, each row's value looked up), not as a dictionary. PackedFormatError
+    if the payload is malformed."""
     view = memoryview(payload)
     if len(view) < _HEAD.size:
         raise PackedFormatError("packed payload shorter than its header")
@@ -167,23 +170,43 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None) -> pa.Dict
     schema, validity, planes, sizes, values = sections
     if validity.size != ((n + 7) // 8 if v < n else 0) or planes.size != v * w:
         raise PackedFormatError("packed payload sections disagree with its row counts")
-    dictionary = _dictionary(_value_type(schema), m, lw, sizes, values)
+    t = _value_type(schema)
+    dictionary = _dictionary(t, m, lw, sizes, values)
     present = _join_planes(planes, w, v)
+    if decode_fixed and not _variable(t):
+        # each row's value, gathered with numpy: ~3x faster than Arrow's take of the dictionary
+        # by indices that hold nulls (the bounds check is the gather's own)
+        try:
+            found = np.frombuffer(values, dtype=_BITS[_fixed_width(t) or 0]).take(present)
+        except IndexError:
+            raise PackedFormatError("a dictionary index is out of range") from None
+        return pa.Array.from_buffers(t, n, *_placed(found, validity, n, v))
     if v and int(present.max()) >= m:
         raise PackedFormatError("a dictionary index is out of range")
     index_type = index_type or narrow_index_type(m)
-    dtype = index_type.to_pandas_dtype()
-    if v < n:  # each index to the row the validity bitmap marks next
-        rows = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=n,
-                                            bitorder="little").view(bool))  # bools: 5x faster
-        if len(rows) != v:
-            raise PackedFormatError("the validity bitmap disagrees with the rows with a value")
-        full = np.zeros(n, dtype=dtype)
-        full[rows] = present
-        indices = pa.Array.from_buffers(index_type, n, [validity, pa.py_buffer(full)], null_count=n - v)
-    else:
-        indices = pa.Array.from_buffers(index_type, n, [None, pa.py_buffer(present.astype(dtype))])
+    indices = pa.Array.from_buffers(index_type, n, *_placed(present, validity, n, v, index_type.to_pandas_dtype()))
     return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
+
+
+#: numpy types that carry fixed-width values bit for bit
+_BITS: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
+def _placed(present: np.ndarray, validity: pa.Buffer, n: int, v: int,
+            dtype: np.dtype[Any] | None = None) -> tuple[list[pa.Buffer | None], int]:
+    """Buffers and null count of an array of ``n`` rows whose ``v`` rows with a value (marked by
+    ``validity``; all rows when v == n) hold ``present``, in order (as ``dtype``)."""
+    if v == n:
+        return [None, pa.py_buffer(present if dtype is None else present.astype(dtype))], 0
+    # each value to the row the validity bitmap marks next (positions of a bool view: from
+    # uint8 5x slower; a scatter through the bool mask itself measured 1.2-1.4x slower)
+    rows = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=n,
+                                        bitorder="little").view(bool))
+    if len(rows) != v:
+        raise PackedFormatError("the validity bitmap disagrees with the rows with a value")
+    full = np.zeros(n, dtype=present.dtype if dtype is None else dtype)
+    full[rows] = present
+    return [validity, pa.py_buffer(full)], n - v
 
 
 _TYPES: dict[bytes, pa.DataType] = {}
