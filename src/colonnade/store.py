@@ -37,7 +37,9 @@ from colonnade.table.scan import read_schema
 if TYPE_CHECKING:
     from colonnade.geo.tiles import TileLayer
     from colonnade.ingest.pipeline import IngestResult
+    from colonnade.query.grouped import Grouped
     from colonnade.samples import SampleInfo
+    from colonnade.table.commits import Snapshot
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
@@ -365,11 +367,41 @@ class Store:
         """The answer of ``query`` from segment statistics, if it is an aggregate query they
         decide exactly (see :mod:`colonnade.query.stats_answers`); None otherwise."""
         plan = self._stats.plan(query)
-        if plan is None or self._sessions.may_hide_scans:  # a view or temp table may shadow it
+        found = None if plan is None else self._pinned(plan.table, version, versions)
+        if plan is None or found is None:
             return None
-        stored = self._sql_datasets(False).get(plan.table.lower())
+        ds, snapshot, seen = found
+        with self._sessions.cursor() as cursor:
+            return self._stats.answer(cursor.con, query, plan, ds, snapshot, seen)
+
+    def _grouped(self, query: str, version: int | None, versions: dict[str, int] | None) -> Grouped | None:
+        """The answer of ``query`` through partial aggregates of each segment, if it is a grouped
+        query they answer (see :mod:`colonnade.query.grouped`); None otherwise."""
+        plan = self._stats.grouped(query)
+        found = None if plan is None else self._pinned(plan.table, version, versions)
+        if plan is None or found is None:
+            return None
+        ds, snapshot, seen = found
+        from colonnade.query import grouped
+
+        with self._sessions.cursor() as cursor:
+            if not grouped.only_merged_aggregates(cursor.con, query):
+                return None
+            out_schema = self._stats.answer_schema(query, plan.table, seen)
+            if out_schema is None:
+                return None
+            return grouped.answer(cursor.con, plan, ds, snapshot, seen, out_schema)
+
+    def _pinned(self, table: str, version: int | None, versions: dict[str, int] | None
+                ) -> tuple[Dataset, Snapshot, pa.Schema] | None:
+        """The dataset a query names as ``table``, its pinned snapshot and the schema scans of it
+        yield; None when the name may mean something else (a view or temporary table may shadow
+        it) or no dataset has it."""
+        if self._sessions.may_hide_scans:
+            return None
+        stored = self._sql_datasets(False).get(table.lower())
         if stored is None:
-            stored = self._sql_datasets(True).get(plan.table.lower())
+            stored = self._sql_datasets(True).get(table.lower())
         if stored is None:
             return None
         pins = {self.resolve(name): v for name, v in (versions or {}).items()}
@@ -387,8 +419,7 @@ class Store:
             if len(self._read_schemas) > 256:
                 self._read_schemas.clear()
             self._read_schemas[key] = seen
-        with self._sessions.cursor() as cursor:
-            return self._stats.answer(cursor.con, query, plan, ds, snapshot, seen)
+        return ds, snapshot, seen
 
     @contextmanager
     def _connection(self, query: str, version: int | None, versions: dict[str, int] | None
@@ -435,6 +466,9 @@ class Store:
         answered = self._from_stats(query, version, versions)
         if answered is not None:
             return answered.table
+        grouped = self._grouped(query, version, versions)
+        if grouped is not None:
+            return grouped.table
         with self._connection(query, version, versions) as (con, registered):
             use_where(con, query, registered, self._sessions.may_hide_scans)
             try:
@@ -456,6 +490,9 @@ class Store:
         if table is None:
             answered = self._from_stats(query, version, versions)
             table = answered.table if answered is not None else None
+        if table is None:
+            grouped = self._grouped(query, version, versions)
+            table = grouped.table if grouped is not None else None
         if table is not None:
             yield pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
             return
@@ -491,6 +528,11 @@ class Store:
         if answered is not None:
             return Explain(query, f"answered from segment statistics, as: {answered.sql}",
                            {answered.dataset: [answered.metrics]}, answered.table.num_rows,
+                           time.perf_counter() - start)
+        grouped = self._grouped(query, version, None)
+        if grouped is not None:
+            return Explain(query, f"each segment aggregated in the scan, then: {grouped.sql}",
+                           {grouped.dataset: [grouped.metrics]}, grouped.table.num_rows,
                            time.perf_counter() - start)
         with self._connection(query, version, None) as (con, registered):
             try:

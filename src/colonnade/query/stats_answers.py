@@ -33,10 +33,12 @@ if TYPE_CHECKING:
     import duckdb
 
     from colonnade.encoding.chunk import ChunkStats
+    from colonnade.query.grouped import GroupedQuery
     from colonnade.table.commits import Snapshot
     from colonnade.table.dataset import Dataset
 
 _KEPT = 1024
+_UNREAD = object()
 
 
 def exact_bounds(type_: pa.DataType, st: ChunkStats) -> bool:
@@ -113,6 +115,7 @@ class StatsAnswers:
         self._plans: dict[str, StatsQuery | None] = {}
         self._schemas: dict[tuple[str, str], pa.Schema] = {}
         self._values: dict[tuple[Any, ...], tuple[list[Any] | None, set[str] | None]] = {}
+        self._grouped: dict[str, GroupedQuery | None] = {}
 
     def plan(self, query: str) -> StatsQuery | None:
         if query not in self._plans:
@@ -122,6 +125,19 @@ class StatsAnswers:
                     self._plans.clear()
                 self._plans[query] = plan
         return self._plans[query]
+
+    def grouped(self, query: str) -> GroupedQuery | None:
+        """The grouped query ``query`` is (see :mod:`colonnade.query.grouped`), or None."""
+        found = self._grouped.get(query, _UNREAD)  # one lookup: another thread may clear it
+        if found is _UNREAD:
+            from colonnade.query.grouped import analyse as analyse_grouped
+
+            found = analyse_grouped(query)
+            with self._lock:
+                if len(self._grouped) >= _KEPT:
+                    self._grouped.clear()
+                self._grouped[query] = found  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
 
     def answer(self, con: duckdb.DuckDBPyConnection, query: str, plan: StatsQuery, ds: Dataset,
                snapshot: Snapshot, read_schema: pa.Schema) -> Answered | None:
@@ -175,23 +191,32 @@ class StatsAnswers:
         return Answered(table, ds.name, plan, metrics)
 
     def _schema(self, query: str, plan: StatsQuery, read_schema: pa.Schema) -> pa.Schema:
-        """DuckDB's own answer schema (names, types): the query run once over an empty table of
-        the dataset's schema."""
-        key = (query, str(read_schema))
-        if key not in self._schemas:
-            import duckdb
+        schema = self.answer_schema(query, plan.table, read_schema)
+        if schema is None:
+            raise ValueError(f"no answer schema for {query!r}")
+        return schema
 
+    def answer_schema(self, query: str, table: str, read_schema: pa.Schema) -> pa.Schema | None:
+        """DuckDB's own answer schema (names, types): the query run once over an empty table of
+        the dataset's schema, registered as ``table``; None if DuckDB fails to run it."""
+        import duckdb
+
+        key = (query, str(read_schema))
+        found = self._schemas.get(key)
+        if found is None:
             con = duckdb.connect()
             try:
-                con.register(plan.table, read_schema.empty_table())
-                schema = con.sql(query).to_arrow_table().schema
+                con.register(table, read_schema.empty_table())
+                found = con.sql(query).to_arrow_table().schema
+            except duckdb.Error:
+                return None
             finally:
                 con.close()
             with self._lock:
                 if len(self._schemas) >= _KEPT:
                     self._schemas.clear()
-                self._schemas[key] = schema
-        return self._schemas[key]
+                self._schemas[key] = found
+        return found
 
     def _partitions(self, con: duckdb.DuckDBPyConnection, plan: StatsQuery, ds: Dataset,
                     snapshot: Snapshot, columns: dict[str, str]) -> set[str]:
