@@ -384,6 +384,8 @@ class Store:
         ds, snapshot, seen = found
         from colonnade.query import grouped
 
+        if grouped.stored_columns(plan, seen) is None:
+            return None
         with self._sessions.cursor() as cursor:
             if not grouped.only_merged_aggregates(cursor.con, query):
                 return None

@@ -204,6 +204,20 @@ def _summable(t: pa.DataType) -> bool:
             or pa.types.is_float32(t) or pa.types.is_float64(t))
 
 
+def stored_columns(query: GroupedQuery, read_schema: pa.Schema) -> tuple[list[str], list[str]] | None:
+    """The group and aggregated columns as stored, when their types allow partial rows: every
+    group column read as a dictionary, every aggregated one a number; None otherwise."""
+    by_lower = {n.lower(): n for n in read_schema.names}
+    if any(c.lower() not in by_lower for c in (*query.keys, *query.columns)) or query.names & set(by_lower):
+        return None
+    keys = [by_lower[k.lower()] for k in query.keys]
+    columns = [by_lower[c.lower()] for c in query.columns]
+    if len(set(keys)) != len(keys) or any(not pa.types.is_dictionary(read_schema.field(k).type) for k in keys) \
+            or any(not _summable(read_schema.field(c).type) for c in columns):
+        return None
+    return keys, columns
+
+
 @dataclass
 class Grouped:
     """A grouped query answered through partial rows: the answer, the query DuckDB ran over
@@ -225,14 +239,10 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
 
     from colonnade.table.scan import Scan, _read_segments
 
-    by_lower = {n.lower(): n for n in read_schema.names}
-    if any(c.lower() not in by_lower for c in (*query.keys, *query.columns)) or query.names & set(by_lower):
+    found = stored_columns(query, read_schema)
+    if found is None or len(out_schema) != len(query.final.expressions):
         return None
-    keys = [by_lower[k.lower()] for k in query.keys]
-    columns = [by_lower[c.lower()] for c in query.columns]
-    if len(set(keys)) != len(keys) or any(not pa.types.is_dictionary(read_schema.field(k).type) for k in keys) \
-            or any(not _summable(read_schema.field(c).type) for c in columns) or len(out_schema) != len(query.final.expressions):
-        return None
+    keys, columns = found
     sums = [c.lower() in query.sums for c in query.columns]
     plan = Scan(ds, columns=tuple(dict.fromkeys([*keys, *columns])), snapshot=snapshot).plan()
     if not plan.segments:
@@ -351,4 +361,4 @@ def _valid(array: pa.Array) -> np.ndarray:
     return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset:].view(bool)
 
 
-__all__ = ["Grouped", "GroupedQuery", "analyse", "answer", "only_merged_aggregates"]
+__all__ = ["Grouped", "GroupedQuery", "analyse", "answer", "only_merged_aggregates", "stored_columns"]
