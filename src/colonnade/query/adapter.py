@@ -241,8 +241,7 @@ def _pushed_columns(con: duckdb.DuckDBPyConnection, schema: pa.Schema, alias: st
     name = "__colonnade_stand_in"
     con.register(name, stand_in)
     try:
-        quoted_alias = quoted(alias)
-        con.execute(f"SELECT count(*) FROM {name} AS {quoted_alias} WHERE {condition}").fetchall()
+        con.execute(f"SELECT count(*) FROM {name} AS {quoted(alias)} WHERE {condition}").fetchall()
     except Exception:  # noqa: BLE001 - e.g. it refers to other tables: then nothing is pushed
         return set()
     finally:

@@ -94,8 +94,8 @@ def analyse(sql: str) -> GroupedQuery | None:
         return None  # also ROLLUP, CUBE, GROUPING SETS, GROUP BY ALL
     table, alias = found
     keys = [_column(k, alias) for k in group.expressions]
-    if not keys or None in keys:
-        return None  # GROUP BY 1, GROUP BY an expression
+    if not keys or None in keys or any(str(k).lower().startswith("__colonnade_") for k in keys):
+        return None  # GROUP BY 1, GROUP BY an expression (or a name the partial rows use)
     for node in tree.walk():
         if isinstance(node, (exp.Subquery, exp.Window, exp.Filter, exp.Lambda, exp.Anonymous)) or (
                 isinstance(node, exp.Select) and node is not tree):

@@ -236,8 +236,7 @@ class StatsAnswers:
         name = "__colonnade_partitions"
         con.register(name, table)
         try:
-            quoted_alias = quoted(plan.alias)
-            sql = f"SELECT coalesce(({where_sql(plan)}), false) FROM {name} AS {quoted_alias}"
+            sql = f"SELECT coalesce(({where_sql(plan)}), false) FROM {name} AS {quoted(plan.alias)}"
             kept = [bool(r[0]) for r in con.execute(sql).fetchall()]
         finally:
             con.unregister(name)
