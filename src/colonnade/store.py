@@ -387,7 +387,7 @@ class Store:
         if grouped.stored_columns(plan, seen) is None:
             return None
         with self._sessions.cursor() as cursor:
-            if not grouped.only_merged_aggregates(cursor.con, query):
+            if not grouped.only_merged_aggregates(cursor.con, query) or not grouped.faithful(cursor.con, query, plan):
                 return None
             out_schema = self._stats.answer_schema(query, plan.table, seen)
             if out_schema is None:
@@ -399,8 +399,8 @@ class Store:
         """The dataset a query names as ``table``, its pinned snapshot and the schema scans of it
         yield; None when the name may mean something else (a view or temporary table may shadow
         it) or no dataset has it."""
-        if self._sessions.may_hide_scans:
-            return None
+        if self._sessions.may_hide_scans or self._sessions.configured:
+            return None  # (answers' types come from a connection without the session's settings)
         stored = self._sql_datasets(False).get(table.lower())
         if stored is None:
             stored = self._sql_datasets(True).get(table.lower())

@@ -86,6 +86,7 @@ def test_same_answer_and_types_as_duckdb_without_reading_a_chunk(loaded: Store, 
 @pytest.mark.parametrize("query", [
     "SELECT count(DISTINCT n) FROM t", "SELECT count(*) FROM t WHERE n > 5", "SELECT max(region) FROM t",
     "SELECT count(*) FROM t GROUP BY region", "SELECT min(n) + 1 FROM t",
+    "SELECT count(*) FROM t TABLESAMPLE 10 ROWS", "SELECT count(n) FROM t AS e(n)",
 ])
 def test_what_statistics_cannot_prove_is_read(loaded: Store, query: str) -> None:
     reference = duckdb.connect()

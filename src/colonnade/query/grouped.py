@@ -25,6 +25,7 @@ the order they add in, too). sqlglot is imported on first use.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,9 +65,9 @@ class GroupedQuery:
     columns: tuple[str, ...]  # aggregated columns, in the order of their partial columns
     sums: frozenset[str]  # aggregated columns whose sum is needed (sum or avg), lower case
     final: exp.Select
-    #: names HAVING and ORDER BY read that are output names, not group columns (lower case): a
-    #: dataset with a column of such a name is not answered (DuckDB may read it as the column)
-    names: frozenset[str] = frozenset()
+    #: the original query as sqlglot writes it back: answered only when DuckDB parses it as it
+    #: parses the original (see :func:`faithful`)
+    written: str = ""
 
 
 _CLAUSES = ("distinct", "where", "qualify", "joins", "windows", "laterals", "pivots", "sample", "into",
@@ -105,10 +106,9 @@ def analyse(sql: str) -> GroupedQuery | None:
     final = tree.copy()
     columns: list[str] = []
     sums: set[str] = set()
-    used: set[str] = set()
     try:
         for part in ("expressions", "having", "order"):
-            used |= _check_columns(final, part, alias, key_names, names)
+            _check_columns(final, part, alias, key_names, names)
         for call in list(final.find_all(exp.AggFunc)):
             call.replace(_merge(call, alias, columns, sums))
     except _NotGrouped:
@@ -116,15 +116,15 @@ def analyse(sql: str) -> GroupedQuery | None:
     clause: Any = final.args.get("from_") or final.args.get("from")
     clause.this.replace(exp.to_table(PARTIALS).as_(exp.to_identifier(alias, quoted=True)))
     return GroupedQuery(table, alias, tuple(str(k) for k in keys), tuple(columns), frozenset(sums), final,
-                        frozenset(used))
+                        tree.sql(dialect="duckdb"))
 
 
-def _check_columns(select: exp.Select, clause: str, alias: str, keys: set[str], names: set[str]) -> set[str]:
+def _check_columns(select: exp.Select, clause: str, alias: str, keys: set[str], names: set[str]) -> None:
     """Every column read outside an aggregate is a group column (or, in HAVING and ORDER BY, an
-    output name): nothing else is in the partial rows. The output names read are returned."""
+    output name, which DuckDB reads first there, in the original as over the partial rows):
+    nothing else is in the partial rows."""
     from sqlglot import exp
 
-    used = set()
     found = select.args.get(clause)
     for part in found if isinstance(found, list) else [found] if found is not None else []:
         for node in part.walk():
@@ -135,9 +135,6 @@ def _check_columns(select: exp.Select, clause: str, alias: str, keys: set[str], 
             name = _column(node, alias)
             if name is None or (name.lower() not in keys and (clause == "expressions" or name.lower() not in names)):
                 raise _NotGrouped
-            if name.lower() not in keys:
-                used.add(name.lower())
-    return used
 
 
 def _merge(node: Any, alias: str, columns: list[str], sums: set[str]) -> exp.Expression:
@@ -190,12 +187,31 @@ def only_merged_aggregates(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
     parsed = parsed_sql(con, sql)
     if parsed is None:
         return False
-    if not _AGGREGATES:
-        _AGGREGATES.update(str(n).lower() for (n,) in con.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'aggregate'").fetchall())
+    if not _AGGREGATES:  # filled whole at once: another thread sees it empty or complete
+        _AGGREGATES.update({str(n).lower() for (n,) in con.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'aggregate'").fetchall()})
     called = {str(d.get("function_name", "")).lower() for d in dicts_of(parsed["statements"])
               if d.get("class") in ("FUNCTION", "AGGREGATE") or "function_name" in d}
     return not any(name in _AGGREGATES and name not in _MERGED for name in called)
+
+
+def faithful(con: duckdb.DuckDBPyConnection, sql: str, query: GroupedQuery) -> bool:
+    """Whether DuckDB parses the query as sqlglot writes it back exactly as it parses ``sql``
+    (but for text positions): then the query over the partial rows differs from the original
+    only where :func:`analyse` changed it (sqlglot writes some functions differently, e.g.
+    ``log2(x)`` as ``LOG(2, x)``, whose values differ in the last digit)."""
+    from colonnade.query.where import parsed_sql
+
+    original, written = parsed_sql(con, sql), parsed_sql(con, query.written)
+    return original is not None and written is not None and _positionless(original) == _positionless(written)
+
+
+def _positionless(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _positionless(v) for k, v in tree.items() if k != "query_location"}
+    if isinstance(tree, list):
+        return [_positionless(v) for v in tree]
+    return tree
 
 
 # -- answering ----------------------------------------------------------------------------------
@@ -208,7 +224,7 @@ def stored_columns(query: GroupedQuery, read_schema: pa.Schema) -> tuple[list[st
     """The group and aggregated columns as stored, when their types allow partial rows: every
     group column read as a dictionary, every aggregated one a number; None otherwise."""
     by_lower = {n.lower(): n for n in read_schema.names}
-    if any(c.lower() not in by_lower for c in (*query.keys, *query.columns)) or query.names & set(by_lower):
+    if any(c.lower() not in by_lower for c in (*query.keys, *query.columns)):
         return None
     keys = [by_lower[k.lower()] for k in query.keys]
     columns = [by_lower[c.lower()] for c in query.columns]
@@ -240,8 +256,9 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
     from colonnade.table.scan import Scan, _read_segments
 
     found = stored_columns(query, read_schema)
-    if found is None or len(out_schema) != len(query.final.expressions):
-        return None
+    if found is None or len(out_schema) != len(query.final.expressions) or \
+            len({n.lower() for n in out_schema.names}) != len(out_schema):
+        return None  # output names repeated: naming each item could change what ORDER BY reads
     keys, columns = found
     sums = [c.lower() in query.sums for c in query.columns]
     plan = Scan(ds, columns=tuple(dict.fromkeys([*keys, *columns])), snapshot=snapshot).plan()
@@ -302,8 +319,8 @@ def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns:
              sums: list[bool]) -> pa.RecordBatch:
     """One segment's rows as one row per group: the group's values, its rows, and per
     aggregated column its non-null count and (when wanted) sum (null when it has no value)."""
-    code: np.ndarray | None = None
-    sizes = []
+    per_key: list[np.ndarray] = []
+    sizes: list[int] = []
     for k in keys:
         array = batch.column(k)
         m = len(array.dictionary)
@@ -312,26 +329,27 @@ def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns:
                               count=indices.offset + len(indices))[indices.offset:]
         if indices.null_count:  # nulls: a group of their own, code m
             codes = np.where(_valid(indices), codes, m)
-        code = codes.astype(np.int64) if code is None else code * (m + 1) + codes
+        per_key.append(codes.astype(np.int64))
         sizes.append(m + 1)
-    assert code is not None
-    groups = int(np.prod(sizes, dtype=np.float64))
-    if groups > DIRECT_GROUPS:
-        distinct, code = np.unique(code, return_inverse=True)
-        counts = np.bincount(code, minlength=len(distinct))
-        present = np.flatnonzero(counts)  # every one of them
-        group_codes = distinct
-    else:
-        counts = np.bincount(code, minlength=groups)
+    if math.prod(sizes) <= DIRECT_GROUPS:  # one code per combination (the last key fastest)
+        code = per_key[0]
+        for codes, size in zip(per_key[1:], sizes[1:], strict=True):
+            code = code * size + codes
+        counts = np.bincount(code, minlength=math.prod(sizes))
         present = np.flatnonzero(counts)
-        group_codes = present
+        key_codes, rest = [], present
+        for size in reversed(sizes):
+            key_codes.append(rest % size)
+            rest = rest // size
+        key_codes.reverse()
+    else:  # too many combinations to count directly (or for int64): the distinct ones numbered
+        distinct, code = np.unique(np.stack(per_key, axis=1), axis=0, return_inverse=True)
+        code = code.reshape(-1)
+        counts = np.bincount(code, minlength=len(distinct))
+        present = np.arange(len(distinct))
+        key_codes = [distinct[:, i] for i in range(len(keys))]
     arrays: list[pa.Array] = []
-    rest = group_codes
-    parts = []
-    for size in reversed(sizes):  # the last group column varies fastest
-        parts.append(rest % size)
-        rest = rest // size
-    for k, codes in zip(keys, reversed(parts), strict=True):
+    for k, codes in zip(keys, key_codes, strict=True):
         dictionary = batch.column(k).dictionary
         m = len(dictionary)
         arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes == m), dictionary,
@@ -361,4 +379,4 @@ def _valid(array: pa.Array) -> np.ndarray:
     return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset:].view(bool)
 
 
-__all__ = ["Grouped", "GroupedQuery", "analyse", "answer", "only_merged_aggregates", "stored_columns"]
+__all__ = ["Grouped", "GroupedQuery", "analyse", "answer", "faithful", "only_merged_aggregates", "stored_columns"]

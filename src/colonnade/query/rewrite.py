@@ -81,10 +81,17 @@ def one_table(select: exp.Select) -> tuple[str, str] | None:
     from sqlglot import exp
 
     clause: Any = select.args.get("from_") or select.args.get("from")
-    source = clause.this
+    source = clause.this if clause is not None else None
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
         return None
-    if source.args.get("joins") or (source.db and source.db.lower() not in ("main", "temp")) or (
+    # nothing else attached to the table: TABLESAMPLE, PIVOT, UNPIVOT, AT (...), WITH
+    # ORDINALITY and column aliases (AS e(a, b)) all change the rows or names it gives
+    if any(v for k, v in source.args.items() if k not in ("this", "alias", "db", "catalog")):
+        return None
+    alias = source.args.get("alias")
+    if alias is not None and alias.args.get("columns"):
+        return None
+    if (source.db and source.db.lower() not in ("main", "temp")) or (
             source.catalog and source.catalog.lower() not in ("memory", "temp")):
         return None
     return source.name, source.alias_or_name

@@ -48,6 +48,10 @@ class Sessions:
         #: a statement that may define views or macros ran: names are read through them too,
         #: and WHERE clauses are not used for pruning (see ``adapter.use_where``)
         self.may_hide_scans = False
+        #: a statement that may change a setting ran (SET, PRAGMA...): answers computed outside
+        #: the query's own cursor (from statistics, from partial rows) are not used, since
+        #: settings can change an answer's types
+        self.configured = False
 
     def _new_cursor(self) -> _Cursor:
         import duckdb
@@ -84,6 +88,8 @@ class Sessions:
         """Remember that statements of these kinds ran (views or macros may exist from now on)."""
         if any(k not in HARMLESS for k in kinds):
             self.may_hide_scans = True
+        if any(k not in ("SELECT", "EXPLAIN") for k in kinds):
+            self.configured = True
 
     def close(self) -> None:
         with self._lock:
