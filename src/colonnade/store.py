@@ -23,23 +23,20 @@ from colonnade.errors import (
     SchemaError,
 )
 from colonnade.query.adapter import ColonnadeArrowDataset, use_where
+from colonnade.query.answers import Answers
 from colonnade.query.metadata import METADATA_TABLES, metadata_table
 from colonnade.query.session import Sessions, query_names
-from colonnade.query.stats_answers import Answered, StatsAnswers
 from colonnade.query.where import statement_kinds
 from colonnade.schema.spec import DatasetSpec
 from colonnade.statements import EXTENDED, Statement, _one_line, split_statements
 from colonnade.storage import open_store
 from colonnade.storage.base import ChunkStore
 from colonnade.table.dataset import Dataset
-from colonnade.table.scan import read_schema
 
 if TYPE_CHECKING:
     from colonnade.geo.tiles import TileLayer
     from colonnade.ingest.pipeline import IngestResult
-    from colonnade.query.grouped import Grouped
     from colonnade.samples import SampleInfo
-    from colonnade.table.commits import Snapshot
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
@@ -88,8 +85,7 @@ class Store:
         # snapshot, extended by the commits made since on each query)
         self._readers: dict[str, tuple[Any, Dataset]] = {}
         self._readers_lock = threading.Lock()
-        self._stats = StatsAnswers()  # aggregate queries that segment statistics answer
-        self._read_schemas: dict[tuple[str, int, int], pa.Schema] = {}  # by dataset and version
+        self._answers = Answers(self)  # answers from statistics and partial aggregates
         # {lowercase: stored name} of the datasets SQL can name, as last listed: queries use it
         # while it names what they read (see ``_sql_datasets``)
         self._listed: dict[str, str] | None = None
@@ -363,66 +359,6 @@ class Store:
 
         drop(self, name)
 
-    def _from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answered | None:
-        """The answer of ``query`` from segment statistics, if it is an aggregate query they
-        decide exactly (see :mod:`colonnade.query.stats_answers`); None otherwise."""
-        plan = self._stats.plan(query)
-        found = None if plan is None else self._pinned(plan.table, version, versions)
-        if plan is None or found is None:
-            return None
-        ds, snapshot, seen = found
-        with self._sessions.cursor() as cursor:
-            return self._stats.answer(cursor.con, query, plan, ds, snapshot, seen)
-
-    def _grouped(self, query: str, version: int | None, versions: dict[str, int] | None) -> Grouped | None:
-        """The answer of ``query`` through partial aggregates of each segment, if it is a grouped
-        query they answer (see :mod:`colonnade.query.grouped`); None otherwise."""
-        plan = self._stats.grouped(query)
-        found = None if plan is None else self._pinned(plan.table, version, versions)
-        if plan is None or found is None:
-            return None
-        ds, snapshot, seen = found
-        from colonnade.query import grouped
-
-        if grouped.stored_columns(plan, seen) is None:
-            return None
-        with self._sessions.cursor() as cursor:
-            if not grouped.only_merged_aggregates(cursor.con, query) or not grouped.faithful(cursor.con, query, plan):
-                return None
-            out_schema = self._stats.answer_schema(query, plan.table, seen)
-            if out_schema is None:
-                return None
-            return grouped.answer(cursor.con, plan, ds, snapshot, seen, out_schema)
-
-    def _pinned(self, table: str, version: int | None, versions: dict[str, int] | None
-                ) -> tuple[Dataset, Snapshot, pa.Schema] | None:
-        """The dataset a query names as ``table``, its pinned snapshot and the schema scans of it
-        yield; None when the name may mean something else (a view or temporary table may shadow
-        it) or no dataset has it."""
-        if self._sessions.may_hide_scans or self._sessions.configured:
-            return None  # (answers' types come from a connection without the session's settings)
-        stored = self._sql_datasets(False).get(table.lower())
-        if stored is None:
-            stored = self._sql_datasets(True).get(table.lower())
-        if stored is None:
-            return None
-        pins = {self.resolve(name): v for name, v in (versions or {}).items()}
-        try:
-            ds = self._reader(stored)
-        except DatasetNotFoundError:  # dropped since the listing kept: the query says so
-            self._listed = None
-            return None
-        snapshot = ds.snapshot(pins.get(stored, version))
-        key = (stored, id(ds), snapshot.version)
-        seen = self._read_schemas.get(key)
-        if seen is None:
-            schema = ds.schema_at(snapshot)
-            seen = read_schema(schema, snapshot, list(schema.names))
-            if len(self._read_schemas) > 256:
-                self._read_schemas.clear()
-            self._read_schemas[key] = seen
-        return ds, snapshot, seen
-
     @contextmanager
     def _connection(self, query: str, version: int | None, versions: dict[str, int] | None
                     ) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
@@ -465,12 +401,9 @@ class Store:
         extended = self._extended(query, version, versions)
         if extended is not None:
             return extended
-        answered = self._from_stats(query, version, versions)
+        answered = self._answers.find(query, version, versions)
         if answered is not None:
             return answered.table
-        grouped = self._grouped(query, version, versions)
-        if grouped is not None:
-            return grouped.table
         with self._connection(query, version, versions) as (con, registered):
             use_where(con, query, registered, self._sessions.may_hide_scans)
             try:
@@ -490,13 +423,10 @@ class Store:
         stops the query. Errors while reading are raised as :meth:`sql` raises them."""
         table = self._extended(query, version, versions)
         if table is None:
-            answered = self._from_stats(query, version, versions)
+            answered = self._answers.find(query, version, versions)
             table = answered.table if answered is not None else None
-        if table is None:
-            grouped = self._grouped(query, version, versions)
-            table = grouped.table if grouped is not None else None
         if table is not None:
-            yield pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+            yield pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=batch_rows))
             return
         with self._connection(query, version, versions) as (con, registered):
             try:
@@ -526,16 +456,10 @@ class Store:
             if found is not None:
                 return Explain(query, explain_text(found), {}, found.table.num_rows,
                                time.perf_counter() - start)
-        answered = self._from_stats(query, version, None)
+        answered = self._answers.find(query, version, None)
         if answered is not None:
-            return Explain(query, f"answered from segment statistics, as: {answered.sql}",
-                           {answered.dataset: [answered.metrics]}, answered.table.num_rows,
-                           time.perf_counter() - start)
-        grouped = self._grouped(query, version, None)
-        if grouped is not None:
-            return Explain(query, f"each segment aggregated in the scan, then: {grouped.sql}",
-                           {grouped.dataset: [grouped.metrics]}, grouped.table.num_rows,
-                           time.perf_counter() - start)
+            return Explain(query, f"{answered.how}: {answered.sql}", {answered.dataset: [answered.metrics]},
+                           answered.table.num_rows, time.perf_counter() - start)
         with self._connection(query, version, None) as (con, registered):
             try:
                 plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())

@@ -124,6 +124,10 @@ def test_grouped_queries_are_answered_from_partial_rows(loaded: Store) -> None:
         assert explained.totals()["chunks_read"] > 0 and explained.rows == loaded.sql(query).num_rows, query
         with loaded.sql_reader(query) as reader:  # streamed the same
             _equal(loaded.sql(query), reader.read_all(), _ordered(query))
+        with loaded.sql_reader(query, batch_rows=3) as reader:  # in batches of at most batch_rows
+            batches = list(reader)
+            assert all(b.num_rows <= 3 for b in batches) and len(batches) > 1, query
+            _equal(loaded.sql(query), pa.Table.from_batches(batches, reader.schema), _ordered(query))
 
 
 def test_what_partial_rows_cannot_answer_runs_the_normal_way(loaded: Store) -> None:
@@ -183,7 +187,7 @@ def test_a_corrupt_chunk_is_reported_not_hidden(loaded: Store, raw_store: Any) -
     raw_store.flip_chunk_byte("t", ds.snapshot().segments[1], "f")
     query = "SELECT k1, sum(f) FROM t GROUP BY k1"
     with pytest.raises(CorruptChunkError) as info:
-        loaded._grouped(query, None, None)  # raised by the partial rows' scan itself
+        loaded._answers.grouped(query, None, None)  # raised by the partial rows' scan itself
     assert info.value.column == "f"
     with pytest.raises(CorruptChunkError):
         loaded.sql(query)

@@ -39,7 +39,7 @@ from colonnade.query.where import (
     statement_kinds,
 )
 from colonnade.sqlnames import quoted
-from colonnade.table.scan import Pruned, Scan, ScanMetrics, read_schema
+from colonnade.table.scan import Pruned, Scan, ScanMetrics
 
 if TYPE_CHECKING:
     import duckdb
@@ -127,8 +127,7 @@ class ColonnadeArrowDataset(_SafeDataset):
         self._label = dataset.name
         self._filter = filter  # from filter(): part of every scan's filter
         self._snapshot = snapshot
-        schema = dataset.schema_at(snapshot)  # time travel: the columns of that version
-        self._schema = read_schema(schema, snapshot, list(schema.names))
+        self._schema = dataset.read_schema_at(snapshot)  # time travel: the columns of that version
         self._lock = threading.Lock()
         self.scans: list[ScanMetrics] = []
         self.errors: list[ColonnadeError] = []

@@ -59,21 +59,31 @@ def parse(sql: str) -> exp.Expression | None:
 
 
 # -- the rules -----------------------------------------------------------------------------------
-def plain_select(tree: exp.Expression) -> exp.Select | None:
-    """A single SELECT with one FROM and no clause that changes what aggregates see."""
+def lone_select(tree: exp.Expression) -> exp.Select | None:
+    """``tree`` if it is one SELECT with no CTE and nothing nested: no subquery, no window."""
     from sqlglot import exp
 
     if not isinstance(tree, exp.Select) or tree.args.get("with_") or tree.args.get("with"):
         return None
-    for clause in ("distinct", "group", "having", "order", "limit", "offset", "qualify", "joins",
-                   "windows", "laterals", "pivots", "sample", "into", "kind", "connect", "prewhere"):
-        if tree.args.get(clause):
-            return None
-    if not isinstance(tree.args.get("from_") or tree.args.get("from"), exp.From):
-        return None
     if any(isinstance(n, (exp.Subquery, exp.Window, exp.Select)) and n is not tree for n in tree.walk()):
         return None
     return tree
+
+
+def plain_select(tree: exp.Expression) -> exp.Select | None:
+    """A single SELECT with one FROM and no clause that changes what aggregates see."""
+    from sqlglot import exp
+
+    select = lone_select(tree)
+    if select is None:
+        return None
+    for clause in ("distinct", "group", "having", "order", "limit", "offset", "qualify", "joins",
+                   "windows", "laterals", "pivots", "sample", "into", "kind", "connect", "prewhere"):
+        if select.args.get(clause):
+            return None
+    if not isinstance(select.args.get("from_") or select.args.get("from"), exp.From):
+        return None
+    return select
 
 
 def one_table(select: exp.Select) -> tuple[str, str] | None:

@@ -221,7 +221,7 @@ def from_metadata(store: Any, name: str, version: int, schema: pa.Schema, reques
     if not select or None in where:
         return None
     sql = f'SELECT {", ".join(select)} FROM "{name}"' + (f" WHERE {' AND '.join(map(str, where))}" if where else "")
-    answered = store._from_stats(sql, version, None)
+    answered = store._answers.from_stats(sql, version, None)
     if answered is None:
         return None
     row = answered.table.to_pylist()[0]

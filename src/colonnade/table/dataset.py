@@ -43,7 +43,7 @@ from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
 from colonnade.table.expiry import ExpireResult, expire_versions
 from colonnade.table.operation import WriteOperation, WrittenPart
-from colonnade.table.scan import Scan
+from colonnade.table.scan import Scan, read_schema
 from colonnade.table.vacuum import VacuumReport, vacuum_segments
 from colonnade.table.writer import (
     SegmentWriter,
@@ -203,6 +203,17 @@ class Dataset:
             if len(self._schemas) > 64:
                 self._schemas.pop(next(iter(self._schemas)))
         return cached[1]
+
+    def read_schema_at(self, snapshot: Snapshot) -> pa.Schema:
+        """The types a scan of every column of ``snapshot`` yields (string columns every live
+        segment stores as a dictionary stay dictionaries; see :func:`~colonnade.table.scan.read_schema`),
+        worked out once per snapshot: every query of it asks."""
+        schema = self.schema_at(snapshot)
+        cached = snapshot.__dict__.get("_read_schema")
+        if cached is None or cached[0] is not schema:
+            cached = (schema, read_schema(schema, snapshot, list(schema.names)))
+            object.__setattr__(snapshot, "_read_schema", cached)  # a cache, not a field
+        return cached[1]  # type: ignore[no-any-return]
 
     def _record(self) -> None:
         """Record a dataset made with ``recorded=False`` just before its first commit. If a
