@@ -20,8 +20,10 @@ from colonnade.errors import (
     DatasetNotFoundError,
     SchemaError,
     SpecError,
+    VersionNotFoundError,
 )
 from colonnade.store import Store
+from colonnade.table.dataset import PINNED_KEPT
 from colonnade.table.writer import column_stats_from_text
 
 ALL_TYPES = pa.schema([
@@ -309,6 +311,30 @@ def test_versions_and_time_travel(store: Store) -> None:
             ds.scan(version=bad).to_arrow()
     with pytest.raises(ColonnadeError, match="no version 7"):
         store.sql(q, version=7)
+
+
+def test_an_older_version_is_read_once_and_never_served_once_expired(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = store.create_dataset("t", pa.schema([("id", pa.int64())]))
+    for i in range(PINNED_KEPT + 6):  # versions up to 10: those asked for are all older than the latest
+        ds.append(pa.table({"id": [i]}))
+    reads: list[str] = []
+    for name in ("list_checkpoints", "list_commits", "get_checkpoint"):
+        real = getattr(store.chunk_store, name)
+        monkeypatch.setattr(store.chunk_store, name, lambda *a, _r=real, _n=name, **k: reads.append(_n) or _r(*a, **k))
+    first = ds.snapshot(2)
+    assert first.rows == 2 and reads
+    reads.clear()
+    assert ds.snapshot(2) is first and not reads  # kept: only checked against expiry
+    assert store.sql("SELECT count(*) AS n FROM t", version=2).to_pylist() == [{"n": 2}]
+    for v in range(3, 3 + PINNED_KEPT):  # the last PINNED_KEPT versions asked for are kept
+        ds.snapshot(v)
+    reads.clear()
+    assert ds.snapshot(2) is not first and reads and ds.snapshot(2).rows == 2
+    ds.expire(retain_last=1)
+    with pytest.raises(VersionNotFoundError):
+        ds.snapshot(2)
+    with pytest.raises(VersionNotFoundError):
+        store.sql("SELECT count(*) AS n FROM t", version=2)
 
 
 def test_time_travel_across_datasets_with_different_histories(store: Store) -> None:

@@ -30,7 +30,6 @@ from colonnade.storage.base import ChunkRef
 from colonnade.store import Store, connect
 from colonnade.table.commits import SegmentEntry, Snapshot
 from colonnade.table.dataset import Dataset
-from colonnade.table.log import check_kept
 from colonnade.table.scan import (
     PlannedSegment,
     Scan,
@@ -170,16 +169,15 @@ class SegmentGroup:
         return group
 
 
-#: Snapshots of pinned versions kept per dataset in a process (a version never changes).
-PINNED_KEPT = 4
-#: (store, stored name) -> (the dataset's recorded spec, its Dataset, snapshots by version)
-_datasets: dict[tuple[str, str], tuple[str, Dataset, dict[int, Snapshot]]] = {}
+#: (store, stored name) -> (the dataset's recorded spec, its Dataset)
+_datasets: dict[tuple[str, str], tuple[str, Dataset]] = {}
 
 
-def _cached(store: Store, name: str) -> tuple[Dataset, dict[int, Snapshot]]:
+def _cached(store: Store, name: str) -> Dataset:
     """One Dataset per store and dataset in a process, while it is the same dataset (one dropped
     and created again under its name records another spec): a task, a plan and the next query's
-    requests reuse its snapshots instead of reading the log again."""
+    requests reuse its snapshots (the latest, and the versions pinned last: see
+    :meth:`Dataset.snapshot`) instead of reading the log again."""
     try:
         stored, spec = name, store.chunk_store.get_dataset(name)
     except DatasetNotFoundError:  # a name in another case
@@ -189,24 +187,13 @@ def _cached(store: Store, name: str) -> tuple[Dataset, dict[int, Snapshot]]:
     with _stores_lock:
         entry = _datasets.get(key)
         if entry is None or entry[0] != spec:
-            entry = _datasets[key] = (spec, Dataset(store.chunk_store, DatasetSpec.from_json(spec)), {})
-    return entry[1], entry[2]
+            entry = _datasets[key] = (spec, Dataset(store.chunk_store, DatasetSpec.from_json(spec)))
+    return entry[1]
 
 
 def _snapshot(store: Store, name: str, version: int | None) -> tuple[Dataset, Snapshot]:
-    ds, versions = _cached(store, name)
-    if version is None:
-        return ds, ds.snapshot()  # the latest: the Dataset reads only the commits since
-    snapshot = versions.get(version)
-    if snapshot is not None:
-        check_kept(store.chunk_store, ds.name, version)  # an expired version is never served
-        return ds, snapshot
-    snapshot = ds.snapshot(version)
-    with _stores_lock:
-        versions[version] = snapshot
-        while len(versions) > PINNED_KEPT:
-            versions.pop(next(iter(versions)))
-    return ds, snapshot
+    ds = _cached(store, name)
+    return ds, ds.snapshot(version)
 
 
 def pinned(store: Store, name: str, version: int | None) -> tuple[str, Snapshot, pa.Schema]:
@@ -233,7 +220,7 @@ def plan_groups(store: Store, name: str, version: int, columns: Sequence[str], e
     if snapshot is None or snapshot.version != version:
         ds, snapshot = _snapshot(store, name, version)
     else:
-        ds = _cached(store, name)[0]
+        ds = _cached(store, name)
     plan = Scan(ds, tuple(columns), expr, version, snapshot).plan()
     sizes = [sum(s.stats[c].nbytes for c in plan.read_columns if c in s.stats) for s in plan.segments]
     split = min(max(1, partition_bytes),
@@ -285,7 +272,7 @@ def read_group(store: Store, name: str, schema: pa.Schema, columns: Sequence[str
     stored = frozenset(columns) if as_stored and expr is None else frozenset()
     plan = ScanPlan(Snapshot.empty(name), tuple(columns), tuple(read_columns), segments, read, ScanMetrics(),
                     as_stored=stored)
-    for batch in _read_segments(_cached(store, name)[0], plan, _finisher(expr, plan), eager=True):
+    for batch in _read_segments(_cached(store, name), plan, _finisher(expr, plan), eager=True):
         yield _as_stored(batch, target) if stored else to_spark_batch(batch, target)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -67,6 +68,8 @@ class SampleWarning(UserWarning):
 
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
+#: Older versions a Dataset keeps read (see :meth:`Dataset.snapshot`).
+PINNED_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class Dataset:
         self._synced: list[list[str]] | None = None  # the log's schema that _spec holds
         self.recorded = recorded
         self._latest: Snapshot | None = None  # the newest state read, extended on demand
+        self._pinned: dict[int, Snapshot] = {}  # older versions read, the last PINNED_KEPT of them
+        self._pinned_lock = threading.Lock()
         self._schemas: dict[int, tuple[list[list[str]], pa.Schema]] = {}  # decoded recorded schemas
         self.recorded_here = False  # this object's first commit recorded the dataset
         #: its samples as maintained by this object: name -> (stored spec, Dataset)
@@ -168,7 +173,14 @@ class Dataset:
         below it plus the commits after it; VersionNotFoundError if there is no such version.
 
         The latest state is kept: asking again reads only the commits made since (commits never
-        change once written), so a long-lived writer pays per new commit, not per live segment."""
+        change once written), so a long-lived writer pays per new commit, not per live segment.
+        So are the last :data:`PINNED_KEPT` older versions asked for (time travel, a Spark read
+        pinned to a version): asking again checks only that the version was not expired since."""
+        if version is not None:
+            kept = self._pinned.get(version)
+            if kept is not None:
+                log.check_kept(self.store, self.name, version)  # an expired version is never served
+                return kept
         latest = self._latest
         if version is not None and latest is not None:
             log.check_kept(self.store, self.name, version)  # an expired version is never served
@@ -185,6 +197,11 @@ class Dataset:
         if version is None:
             self._latest = snapshot
             self._sync_schema(snapshot)
+        else:
+            with self._pinned_lock:
+                self._pinned[version] = snapshot
+                while len(self._pinned) > PINNED_KEPT:
+                    self._pinned.pop(next(iter(self._pinned)))
         return snapshot
 
     @property
