@@ -23,7 +23,7 @@ from colonnade.errors import (
     VersionNotFoundError,
 )
 from colonnade.store import Store
-from colonnade.table.dataset import PINNED_KEPT
+from colonnade.table.versions import PINNED_KEPT
 from colonnade.table.writer import column_stats_from_text
 
 ALL_TYPES = pa.schema([

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -44,8 +43,9 @@ from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
 from colonnade.table.expiry import ExpireResult, expire_versions
 from colonnade.table.operation import WriteOperation, WrittenPart
-from colonnade.table.scan import Scan, read_schema
+from colonnade.table.scan import Scan
 from colonnade.table.vacuum import VacuumReport, vacuum_segments
+from colonnade.table.versions import Versions, read_schema_of
 from colonnade.table.writer import (
     SegmentWriter,
     column_stats_from_text,
@@ -68,8 +68,6 @@ class SampleWarning(UserWarning):
 
 #: How many times a commit retries on the next version after losing one to another writer.
 MAX_COMMIT_ATTEMPTS = 1000
-#: Older versions a Dataset keeps read (see :meth:`Dataset.snapshot`).
-PINNED_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -110,10 +108,7 @@ class Dataset:
         self._spec = spec
         self._synced: list[list[str]] | None = None  # the log's schema that _spec holds
         self.recorded = recorded
-        self._latest: Snapshot | None = None  # the newest state read, extended on demand
-        self._pinned: dict[int, Snapshot] = {}  # older versions read, the last PINNED_KEPT of them
-        self._pinned_lock = threading.Lock()
-        self._schemas: dict[int, tuple[list[list[str]], pa.Schema]] = {}  # decoded recorded schemas
+        self._versions = Versions(store, spec.name)  # the versions read, and their schemas
         self.recorded_here = False  # this object's first commit recorded the dataset
         #: its samples as maintained by this object: name -> (stored spec, Dataset)
         self.sample_datasets: dict[str, tuple[Any, Dataset]] = {}
@@ -126,7 +121,7 @@ class Dataset:
     def spec(self) -> DatasetSpec:
         """The dataset's spec, its schema the one its log recorded last (the catalog's schema
         only for logs that recorded none): schema changes are commits."""
-        if self.recorded and self._latest is None:
+        if self.recorded and self._versions.latest is None:
             self.snapshot()  # reads the log once; later calls extend it with new commits only
         return self._spec
 
@@ -174,34 +169,12 @@ class Dataset:
 
         The latest state is kept: asking again reads only the commits made since (commits never
         change once written), so a long-lived writer pays per new commit, not per live segment.
-        So are the last :data:`PINNED_KEPT` older versions asked for (time travel, a Spark read
-        pinned to a version): asking again checks only that the version was not expired since."""
-        if version is not None:
-            kept = self._pinned.get(version)
-            if kept is not None:
-                log.check_kept(self.store, self.name, version)  # an expired version is never served
-                return kept
-        latest = self._latest
-        if version is not None and latest is not None:
-            log.check_kept(self.store, self.name, version)  # an expired version is never served
-        if latest is not None and (version is None or version > latest.version):
-            extended = log.extend(self.store, latest, version)  # None: expired past it
-            if extended is not None:
-                latest = self._latest = extended
-                self._sync_schema(latest)
-                if version is None or version == latest.version:
-                    return latest
-        elif latest is not None and version == latest.version:
-            return latest
-        snapshot = log.load_snapshot(self.store, self.name, version)
-        if version is None:
-            self._latest = snapshot
-            self._sync_schema(snapshot)
-        else:
-            with self._pinned_lock:
-                self._pinned[version] = snapshot
-                while len(self._pinned) > PINNED_KEPT:
-                    self._pinned.pop(next(iter(self._pinned)))
+        So are the last :data:`~colonnade.table.versions.PINNED_KEPT` older versions asked for
+        (time travel, a Spark read pinned to a version): asking again checks only that the
+        version was not expired since (see :mod:`colonnade.table.versions`)."""
+        snapshot = self._versions.snapshot(version)
+        if self._versions.latest is not None:
+            self._sync_schema(self._versions.latest)
         return snapshot
 
     @property
@@ -211,26 +184,13 @@ class Dataset:
     def schema_at(self, snapshot: Snapshot) -> pa.Schema:
         """The schema as of ``snapshot``: the last one its commits recorded (datasets written
         before commits recorded their schema read with today's)."""
-        if snapshot.schema is None:
-            return self._spec.schema
-        key = id(snapshot.schema)
-        cached = self._schemas.get(key)
-        if cached is None or cached[0] is not snapshot.schema:  # the same list, not a reused id
-            cached = self._schemas[key] = (snapshot.schema, schema_from_json(snapshot.schema))
-            if len(self._schemas) > 64:
-                self._schemas.pop(next(iter(self._schemas)))
-        return cached[1]
+        recorded = self._versions.recorded_schema(snapshot)
+        return self._spec.schema if recorded is None else recorded
 
     def read_schema_at(self, snapshot: Snapshot) -> pa.Schema:
         """The types a scan of every column of ``snapshot`` yields (string columns every live
-        segment stores as a dictionary stay dictionaries; see :func:`~colonnade.table.scan.read_schema`),
-        worked out once per snapshot: every query of it asks."""
-        schema = self.schema_at(snapshot)
-        cached = snapshot.__dict__.get("_read_schema")
-        if cached is None or cached[0] is not schema:
-            cached = (schema, read_schema(schema, snapshot, list(schema.names)))
-            object.__setattr__(snapshot, "_read_schema", cached)  # a cache, not a field
-        return cached[1]  # type: ignore[no-any-return]
+        segment stores as a dictionary stay dictionaries), worked out once per snapshot."""
+        return read_schema_of(snapshot, self.schema_at(snapshot))
 
     def _record(self) -> None:
         """Record a dataset made with ``recorded=False`` just before its first commit. If a
