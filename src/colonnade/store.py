@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from colonnade.geo.tiles import TileLayer
     from colonnade.ingest.pipeline import IngestResult
     from colonnade.samples import SampleInfo
+    from colonnade.table.commits import Snapshot
+
+#: What one query read: {(dataset, version asked for): (its Dataset, its snapshot)}.
+Reads = dict[tuple[str, "int | None"], "tuple[Dataset, Snapshot]"]
 
 #: Rows per batch of a streamed answer (:meth:`Store.sql_reader`).
 SQL_BATCH_ROWS = 65_536
@@ -290,6 +294,30 @@ class Store:
             self._readers[stored] = (spec, ds)
         return ds
 
+    def _read(self, stored: str, version: int | None, reads: Reads | None = None) -> tuple[Dataset, Snapshot]:
+        """Dataset ``stored`` as SQL reads it (:meth:`_reader`) and its snapshot at ``version``
+        (default: the latest). The latest of a dataset read before costs one read of the log,
+        not a catalog read as well: that read shows whether it is still the dataset read then
+        (:meth:`Dataset.followed`). ``reads`` holds what one query read already (its answer
+        from statistics is tried on the snapshot its scan then reads). DatasetNotFoundError
+        when it is gone."""
+        if reads is not None and (stored, version) in reads:
+            return reads[stored, version]
+        found = self._read_now(stored, version)
+        if reads is not None:
+            reads[stored, version] = found
+        return found
+
+    def _read_now(self, stored: str, version: int | None) -> tuple[Dataset, Snapshot]:
+        if version is None:
+            with self._readers_lock:
+                cached = self._readers.get(stored)
+            snapshot = None if cached is None else cached[1].followed()
+            if cached is not None and snapshot is not None:
+                return cached[1], snapshot
+        ds = self._reader(stored)
+        return ds, ds.snapshot(version)
+
     def _sql_datasets(self, fresh: bool) -> dict[str, str]:
         """{lowercase: stored name} of the datasets SQL can name: listed again when ``fresh``,
         else as last listed. A kept listing is safe for the names it holds: no dataset can be
@@ -360,8 +388,8 @@ class Store:
         drop(self, name)
 
     @contextmanager
-    def _connection(self, query: str, version: int | None, versions: dict[str, int] | None
-                    ) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
+    def _connection(self, query: str, version: int | None, versions: dict[str, int] | None,
+                    reads: Reads | None = None) -> Iterator[tuple[DuckDBPyConnection, dict[str, ColonnadeArrowDataset]]]:
         """This thread's DuckDB cursor with the datasets (and metadata tables) ``query`` reads
         registered, each at its pinned version (``versions``, else ``version``, else latest)."""
         pins = {self.resolve(name): v for name, v in (versions or {}).items()}
@@ -370,26 +398,31 @@ class Store:
             names = query_names(con, query, self._sessions.may_hide_scans)
             tables = self._tables(names)
             try:
-                readers = {stored: self._reader(stored) for stored, _ in tables.values()}
+                read = {stored: self._read(stored, pins.get(stored, version), reads) for stored, _ in tables.values()}
             except DatasetNotFoundError:  # dropped since the listing kept
                 tables = self._tables(names, fresh=True)
-                readers = {stored: self._reader(stored) for stored, _ in tables.values()}
+                read = {stored: self._read(stored, pins.get(stored, version), reads) for stored, _ in tables.values()}
             _note_statements(self._sessions, con, query)
             # names DuckDB folds like it (a dataset dropped and created again as `A`, once `a`)
             wanted = {n.lower() for n in tables}
             for stale in [n for n in cursor.registered if n.lower() not in wanted]:
                 con.unregister(stale)
             registered: dict[str, ColonnadeArrowDataset] = {}
+            kept = cursor.registered
+            cursor.registered = {}
             for register_as, (stored, kind) in tables.items():
-                ds = readers[stored]
-                snapshot = ds.snapshot(pins.get(stored, version))
+                ds, snapshot = read[stored]
                 if kind is None:
-                    adapter = ColonnadeArrowDataset(ds, snapshot)
-                    con.register(register_as, adapter)
-                    registered[stored] = adapter
+                    adapter = kept.get(register_as)
+                    if isinstance(adapter, ColonnadeArrowDataset) and adapter.reads(ds, snapshot):
+                        adapter.reset()  # the same version as this cursor's last query: registered
+                    else:
+                        adapter = ColonnadeArrowDataset(ds, snapshot)
+                        con.register(register_as, adapter)
+                    registered[stored] = cursor.registered[register_as] = adapter
                 else:
-                    con.register(register_as, metadata_table(ds, snapshot, kind))
-            cursor.registered = set(tables)
+                    table = cursor.registered[register_as] = metadata_table(ds, snapshot, kind)
+                    con.register(register_as, table)
             yield con, registered
 
     def sql(self, query: str, version: int | None = None, versions: dict[str, int] | None = None) -> pa.Table:
@@ -401,10 +434,11 @@ class Store:
         extended = self._extended(query, version, versions)
         if extended is not None:
             return extended
-        answered = self._answers.find(query, version, versions)
+        reads: Reads = {}
+        answered = self._answers.find(query, version, versions, reads)
         if answered is not None:
             return answered.table
-        with self._connection(query, version, versions) as (con, registered):
+        with self._connection(query, version, versions, reads) as (con, registered):
             use_where(con, query, registered, self._sessions.may_hide_scans)
             try:
                 return con.sql(query).to_arrow_table()
@@ -422,13 +456,14 @@ class Store:
         a query of this thread inside it runs on a cursor of its own); leaving the block early
         stops the query. Errors while reading are raised as :meth:`sql` raises them."""
         table = self._extended(query, version, versions)
+        reads: Reads = {}
         if table is None:
-            answered = self._answers.find(query, version, versions)
+            answered = self._answers.find(query, version, versions, reads)
             table = answered.table if answered is not None else None
         if table is not None:
             yield pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=batch_rows))
             return
-        with self._connection(query, version, versions) as (con, registered):
+        with self._connection(query, version, versions, reads) as (con, registered):
             try:
                 reader = con.sql(query).to_arrow_reader(batch_rows)
             except duckdb.Error as exc:
@@ -456,11 +491,12 @@ class Store:
             if found is not None:
                 return Explain(query, explain_text(found), {}, found.table.num_rows,
                                time.perf_counter() - start)
-        answered = self._answers.find(query, version, None)
+        reads: Reads = {}
+        answered = self._answers.find(query, version, None, reads)
         if answered is not None:
             return Explain(query, f"{answered.how}: {answered.sql}", {answered.dataset: [answered.metrics]},
                            answered.table.num_rows, time.perf_counter() - start)
-        with self._connection(query, version, None) as (con, registered):
+        with self._connection(query, version, None, reads) as (con, registered):
             try:
                 plan = "\n".join(str(r[1]) for r in con.sql("EXPLAIN " + query).fetchall())
                 start = time.perf_counter()

@@ -118,6 +118,7 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
         assert set(layout["answers"]) == set(gdelt.QUERIES), name
         # the fixed cost of a query was measured (its answer checked) on the stores and the reference
         assert (layout["fixed_s"] is None) == (name in BASELINES) and (layout["fixed_s"] or 0) < 1, name
+        assert (layout["fixed_cached_s"] is None) == (not name.startswith("colonnade")), name
     assert "Fixed cost" in (tmp_path / "gdelt.md").read_text()
     # Answers were checked by the run: layouts holding the same rows agree, and so do the baselines.
     def agree(a: str, b: str) -> bool:

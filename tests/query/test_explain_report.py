@@ -86,6 +86,24 @@ def test_warnings_say_why_a_filter_was_not_used(stores: tuple[Store, duckdb.Duck
     assert not any("x > 10" in w or "`x`" in w for w in report.warnings)  # used: x is a float column
 
 
+def test_a_query_of_the_version_the_last_one_read_reports_only_its_own_scans(
+        stores: tuple[Store, duckdb.DuckDBPyConnection]) -> None:
+    """The cursor keeps what it registered for a version it read: the next query of that
+    version reports its own scans, pruning and warnings, none of the last one's."""
+    store, reference = stores
+    warned = "SELECT count(*) AS n FROM m WHERE upper(name) = 'NAME-3'"
+    pruned = "SELECT count(*) AS n FROM m WHERE d < DATE '2024-02-01' AND x > -1"
+    first = store.explain(warned)
+    assert first.warnings and len(first.scans["m"]) == 1
+    for _ in range(2):
+        again = store.explain(pruned)
+        assert again.warnings == [] and len(again.scans["m"]) == 1, again.to_dict()
+        assert again.totals()["segments_scanned"] < again.totals()["segments_total"]
+        assert store.sql(pruned).to_pylist() == reference.sql(pruned).to_arrow_table().to_pylist()
+    assert store.explain(warned).warnings == first.warnings
+    assert store.sql(warned).to_pylist() == reference.sql(warned).to_arrow_table().to_pylist()
+
+
 def test_no_warning_for_filters_duckdb_rewrites_into_pushed_ones(stores: tuple[Store, duckdb.DuckDBPyConnection]) -> None:
     store, _ = stores
     # DuckDB turns id + 1 > 300 into id > 299 and pushes it: nothing to warn about

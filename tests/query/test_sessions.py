@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from colonnade.errors import DatasetNotFoundError, VersionNotFoundError
+from colonnade.errors import DatasetNotFoundError, SpecError, VersionNotFoundError
 from colonnade.query import adapter
 from colonnade.store import Store
 
@@ -147,4 +147,76 @@ def test_datasets_created_and_dropped_by_another_connection_are_seen_at_once(sto
         assert store.sql("SELECT count(*) AS n FROM A").column("n").to_pylist() == [2]
         assert store.sql("SELECT count(*) AS n FROM a WHERE id >= 0").column("n").to_pylist() == [2]
     finally:
+        other.close()
+
+
+def test_a_dataset_read_before_costs_one_log_read_and_is_never_taken_for_one_made_again(store: Store) -> None:
+    """The latest version of a dataset SQL read before is found with one read of the log, not
+    of the catalog as well: that read starts at the commit read last and goes on only if it is
+    still there, unchanged. A dataset dropped and created again under the name (with fewer,
+    as many or more commits, another schema) is read afresh, never as the old one with its
+    commits added; so is one whose commit read last was expired since."""
+    import colonnade
+
+    def count() -> list[tuple[int, int]]:
+        table = store.sql("SELECT count(*) AS n, count(extra) AS e FROM t WHERE id >= 0")
+        return list(zip(table.column("n").to_pylist(), table.column("e").to_pylist(), strict=True))
+
+    plain = pa.schema([("id", pa.int64()), ("extra", pa.int64())])
+    t = store.create_dataset("t", plain)
+    t.append(pa.table({"id": [1, 2, 3], "extra": [None, None, None]}, schema=plain))
+    t.append(pa.table({"id": [4, 5], "extra": [None, None]}, schema=plain))
+    assert count() == [(5, 0)]
+
+    calls: list[str] = []
+    raw = store.chunk_store
+    spied = {name: getattr(raw, name) for name in ("get_dataset", "list_commits", "list_checkpoints",
+                                                   "get_checkpoint", "list_datasets", "oldest_version")}
+
+    def spy(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return spied[name](*args, **kwargs)
+        return call
+
+    for name in spied:
+        setattr(raw, name, spy(name))
+    other = colonnade.connect(store.uri) if store.uri.startswith("cassandra") else colonnade.connect(
+        str(store.chunk_store.path))  # type: ignore[attr-defined]
+    try:
+        assert count() == [(5, 0)] and calls == ["list_commits"]  # no catalog read
+        other.dataset("t").append(pa.table({"id": [6], "extra": [None]}, schema=plain))
+        calls.clear()
+        assert count() == [(6, 0)] and calls == ["list_commits"]
+
+        wide = pa.schema([("id", pa.int64()), ("extra", pa.int64()), ("w", pa.string())])
+        for commits in (1, 3, 5):  # fewer commits than the dataset read had, as many, more
+            other.drop_dataset("t")
+            again = other.create_dataset("t", wide, partition_by="w")
+            for i in range(commits):  # each commit of this one has as many rows as it has commits
+                again.append(pa.table({"id": [100 + i] * commits, "extra": [i] + [None] * (commits - 1),
+                                       "w": ["x"] + ["y"] * (commits - 1)}, schema=wide))
+            assert count() == [(commits * commits, commits)], commits
+            assert store.sql("SELECT count(*) AS n FROM t WHERE w = 'x'").column("n").to_pylist() == [commits]
+
+        # the commit read last expired since: the dataset is read afresh (its checkpoint)
+        live = other.dataset("t")
+        for i in range(3):
+            live.append(pa.table({"id": [200 + i], "extra": [1], "w": ["z"]}, schema=wide))
+        live.expire(retain_last=1)
+        assert count() == [(28, 8)]
+        # a Dataset object held by the user follows the same rule; its spec can't change
+        held = store.dataset("t")
+        assert held.snapshot().rows == 28
+        other.drop_dataset("t")
+        other.create_dataset("t", wide).append(pa.table({"id": [7], "extra": [7], "w": ["q"]}, schema=wide))
+        assert held.snapshot().rows == 1 and count() == [(1, 1)]
+        other.drop_dataset("t")
+        other.create_dataset("t", plain).append(pa.table({"id": [8], "extra": [8]}, schema=plain))
+        with pytest.raises(SpecError, match="dropped and created again since this object was opened"):
+            held.snapshot()
+        assert count() == [(1, 1)]
+    finally:
+        for name, real in spied.items():
+            setattr(raw, name, real)
         other.close()

@@ -166,8 +166,9 @@ def test_checkpoints_every_n_commits_and_open_reads_only_the_tail(store: Store, 
     try:
         assert ds.find_source("src:2") == 2 and ds.find_source("src:12") == 14
         assert ids(ds.scan().to_arrow()) == [7, 8, 9, 10, 11, 12, 100, 200]
-        # the checkpoint of 10 and the tail; then (state kept) only what came after 14
-        assert reads and reads[0] == (10, None) and all(after == 14 for after, _ in reads[1:]), reads
+        # the checkpoint of 10 and the tail (from the commit of 10 itself, which later reads
+        # follow on from); then (state kept) only the commit of 14 and what came after it
+        assert reads and reads[0] == (9, None) and all(after == 13 for after, _ in reads[1:]), reads
     finally:
         store.chunk_store.list_commits = real  # type: ignore[method-assign]
 

@@ -135,6 +135,17 @@ class ColonnadeArrowDataset(_SafeDataset):
         self._rejected: list[Rejected] = []
         self._notes: list[str] = []
 
+    def reads(self, dataset: Dataset, snapshot: Snapshot) -> bool:
+        """Whether this is ``snapshot`` of ``dataset``, unfiltered (then it can stand for
+        another query's adapter of it, once :meth:`reset`)."""
+        return self._dataset is dataset and self._snapshot is snapshot and self._filter is None
+
+    def reset(self) -> None:
+        """Forget the last query's scans, errors and WHERE clauses, for the next query."""
+        with self._lock:
+            self.scans, self.errors = [], []
+        self._where, self._rejected, self._notes = None, [], []
+
     @property
     def schema(self) -> pa.Schema:
         return self._schema

@@ -17,7 +17,7 @@ from colonnade.errors import DatasetNotFoundError
 from colonnade.query.stats_answers import StatsAnswers
 
 if TYPE_CHECKING:
-    from colonnade.store import Store
+    from colonnade.store import Reads, Store
     from colonnade.table.commits import Snapshot
     from colonnade.table.dataset import Dataset
 
@@ -41,17 +41,19 @@ class Answers:
         self._store = store
         self._stats = StatsAnswers()
 
-    def find(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answer | None:
+    def find(self, query: str, version: int | None, versions: dict[str, int] | None,
+             reads: Reads | None = None) -> Answer | None:
         """The answer of ``query`` from statistics or partial aggregates; None when the query
-        must run the normal way."""
-        found = self.from_stats(query, version, versions)
-        return found if found is not None else self.grouped(query, version, versions)
+        must run the normal way (``reads``: what the query read, see :meth:`Store._read`)."""
+        found = self.from_stats(query, version, versions, reads)
+        return found if found is not None else self.grouped(query, version, versions, reads)
 
-    def from_stats(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answer | None:
+    def from_stats(self, query: str, version: int | None, versions: dict[str, int] | None,
+                   reads: Reads | None = None) -> Answer | None:
         """The answer of ``query`` from segment statistics, if it is an aggregate query they
         decide exactly; None otherwise (nothing is read)."""
         plan = self._stats.plan(query)
-        found = None if plan is None else self._pinned(plan.table, version, versions)
+        found = None if plan is None else self._pinned(plan.table, version, versions, reads)
         if plan is None or found is None:
             return None
         with self._store._sessions.cursor() as cursor:
@@ -61,11 +63,12 @@ class Answers:
         return Answer(answered.table, answered.dataset, "answered from segment statistics, as",
                       answered.sql, answered.metrics)
 
-    def grouped(self, query: str, version: int | None, versions: dict[str, int] | None) -> Answer | None:
+    def grouped(self, query: str, version: int | None, versions: dict[str, int] | None,
+                reads: Reads | None = None) -> Answer | None:
         """The answer of ``query`` through partial aggregates of each segment, if it is a
         grouped query they answer; None otherwise. A scan's error is raised as it is."""
         plan = self._stats.grouped(query)
-        found = None if plan is None else self._pinned(plan.table, version, versions)
+        found = None if plan is None else self._pinned(plan.table, version, versions, reads)
         if plan is None or found is None:
             return None
         ds, snapshot, seen = found
@@ -83,8 +86,8 @@ class Answers:
         return Answer(answered.table, answered.dataset, "each segment aggregated in the scan, then",
                       answered.sql, answered.metrics)
 
-    def _pinned(self, table: str, version: int | None, versions: dict[str, int] | None
-                ) -> tuple[Dataset, Snapshot, pa.Schema] | None:
+    def _pinned(self, table: str, version: int | None, versions: dict[str, int] | None,
+                reads: Reads | None) -> tuple[Dataset, Snapshot, pa.Schema] | None:
         """The dataset a query names as ``table``, its pinned snapshot and the schema scans of it
         yield; None when the name may mean something else or no dataset has it."""
         store = self._store
@@ -97,9 +100,8 @@ class Answers:
             return None
         pins = {store.resolve(name): v for name, v in (versions or {}).items()}
         try:
-            ds = store._reader(stored)
+            ds, snapshot = store._read(stored, pins.get(stored, version), reads)
         except DatasetNotFoundError:  # dropped since the listing kept: the query says so
             store._listed = None
             return None
-        snapshot = ds.snapshot(pins.get(stored, version))
         return ds, snapshot, ds.read_schema_at(snapshot)

@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from colonnade.query.where import dicts_of, parsed_sql
 
@@ -32,7 +32,7 @@ class _Cursor:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        self.registered: set[str] = set()
+        self.registered: dict[str, Any] = {}  # name -> the object registered under it
         self.busy = False  # a streamed answer of this thread is open on it
         self.prepared: dict[str, str] = {}  # prepared sample queries: SQL text -> statement name
 

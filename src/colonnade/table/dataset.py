@@ -22,6 +22,7 @@ from colonnade.errors import (
     CorruptChunkError,
     DatasetExistsError,
     SchemaError,
+    SpecError,
     StoreError,
 )
 from colonnade.faults import fault_point
@@ -145,7 +146,11 @@ class Dataset:
     def _sync_schema(self, latest: Snapshot) -> None:
         if latest.schema is not None and latest.schema is not self._synced:
             if latest.schema != schema_to_json(self._spec.schema):
-                self._spec = self._spec.with_schema(schema_from_json(latest.schema))
+                try:
+                    self._spec = self._spec.with_schema(schema_from_json(latest.schema))
+                except SpecError as exc:  # its log is another dataset's, with another spec
+                    raise SpecError(f"{exc}: dataset {self.name!r} was dropped and created again since "
+                                    f"this object was opened; open it again") from None
             self._synced = latest.schema
 
     def __repr__(self) -> str:
@@ -175,6 +180,15 @@ class Dataset:
         snapshot = self._versions.snapshot(version)
         if self._versions.latest is not None:
             self._sync_schema(self._versions.latest)
+        return snapshot
+
+    def followed(self) -> Snapshot | None:
+        """The latest snapshot if one was read before and the log, read on from its commit,
+        shows the dataset is still the one read then (one read); None otherwise (then ask
+        :meth:`snapshot`). SQL reads a dataset it read before this way, without the catalog."""
+        snapshot = self._versions.followed()
+        if snapshot is not None:
+            self._sync_schema(snapshot)
         return snapshot
 
     @property

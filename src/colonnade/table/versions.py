@@ -2,7 +2,13 @@
 latest (extended by the commits made since, each time it is asked for), the last
 :data:`PINNED_KEPT` older ones (time travel, reads pinned to a version), and the schemas the
 commits recorded, decoded once. A version never changes once committed; an older one that was
-expired since is never served (checked on every ask)."""
+expired since is never served (checked on every ask).
+
+The latest is extended by :func:`~colonnade.table.log.follow`: the log is read from the commit
+of the version read last, and is only extended if that commit is still there, unchanged. So a
+dataset dropped and created again under the name since is never taken for the old one with
+commits added (it is read afresh), and SQL needs no catalog read to know that
+(:meth:`Versions.followed`)."""
 
 from __future__ import annotations
 
@@ -26,10 +32,34 @@ class Versions:
     def __init__(self, store: ChunkStore, name: str) -> None:
         self.store = store
         self.name = name
-        self.latest: Snapshot | None = None  # the newest state read, extended on demand
+        # the newest state read (extended on demand) and the payload of its own commit (None:
+        # version 0, or that commit is gone), kept together
+        self._latest: tuple[Snapshot, bytes | None] | None = None
         self._pinned: dict[int, Snapshot] = {}  # older versions read, the last PINNED_KEPT of them
         self._pinned_lock = threading.Lock()
         self._schemas: dict[int, tuple[list[list[str]], pa.Schema]] = {}  # decoded recorded schemas
+
+    @property
+    def latest(self) -> Snapshot | None:
+        held = self._latest
+        return None if held is None else held[0]
+
+    def followed(self) -> Snapshot | None:
+        """The latest snapshot, if it can be had by following the log on from the latest one
+        read (see :func:`~colonnade.table.log.follow`): one read, which also shows the dataset
+        is the one read before. None when it can't (nothing read yet, version 0, the commits
+        since were expired, the log is another one): then ask :meth:`snapshot`."""
+        held = self._latest
+        return None if held is None else self._extend(held, None)
+
+    def _extend(self, held: tuple[Snapshot, bytes | None], upto: int | None) -> Snapshot | None:
+        """The latest snapshot extended up to ``upto``; None when it must be read afresh (the
+        log can't be followed from it, or it is of version 0: no commit to follow from)."""
+        found = None if held[1] is None else log.follow(self.store, held[0], held[1], upto)
+        if found is None:
+            return None
+        self._latest = found
+        return found[0]
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The dataset as of ``version`` (default: the latest): see :meth:`Dataset.snapshot`."""
@@ -38,20 +68,21 @@ class Versions:
             if kept is not None:
                 log.check_kept(self.store, self.name, version)  # an expired version is never served
                 return kept
-        latest = self.latest
+        held = self._latest
+        latest = None if held is None else held[0]
         if version is not None and latest is not None:
             log.check_kept(self.store, self.name, version)  # an expired version is never served
-        if latest is not None and (version is None or version > latest.version):
-            extended = log.extend(self.store, latest, version)  # None: expired past it
+        if held is not None and latest is not None and (version is None or version > latest.version):
+            extended = self._extend(held, version)
             if extended is not None:
-                latest = self.latest = extended
-                if version is None or version == latest.version:
-                    return latest
+                if version is None or version == extended.version:
+                    return extended
         elif latest is not None and version == latest.version:
             return latest
-        snapshot = log.load_snapshot(self.store, self.name, version)
+        last: list[bytes] = []
+        snapshot = log.load_snapshot(self.store, self.name, version, last=last if version is None else None)
         if version is None:
-            self.latest = snapshot
+            self._latest = (snapshot, last[0] if last else None)
         else:
             with self._pinned_lock:
                 self._pinned[version] = snapshot
