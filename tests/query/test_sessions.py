@@ -152,8 +152,8 @@ def test_datasets_created_and_dropped_by_another_connection_are_seen_at_once(sto
 
 def test_a_dataset_read_before_costs_one_log_read_and_is_never_taken_for_one_made_again(store: Store) -> None:
     """The latest version of a dataset SQL read before is found with one read of the log, not
-    of the catalog as well: that read starts at the commit read last and goes on only if it is
-    still there, unchanged. A dataset dropped and created again under the name (with fewer,
+    of the catalog as well: that read goes on from the commit read last only if it is still
+    there, the same record (its mark; the payload is not read again). A dataset dropped and created again under the name (with fewer,
     as many or more commits, another schema) is read afresh, never as the old one with its
     commits added; so is one whose commit read last was expired since."""
     import colonnade
@@ -170,7 +170,7 @@ def test_a_dataset_read_before_costs_one_log_read_and_is_never_taken_for_one_mad
 
     calls: list[str] = []
     raw = store.chunk_store
-    spied = {name: getattr(raw, name) for name in ("get_dataset", "list_commits", "list_checkpoints",
+    spied = {name: getattr(raw, name) for name in ("get_dataset", "follow_commits", "list_checkpoints",
                                                    "get_checkpoint", "list_datasets", "oldest_version")}
 
     def spy(name: str) -> Any:
@@ -184,10 +184,10 @@ def test_a_dataset_read_before_costs_one_log_read_and_is_never_taken_for_one_mad
     other = colonnade.connect(store.uri) if store.uri.startswith("cassandra") else colonnade.connect(
         str(store.chunk_store.path))  # type: ignore[attr-defined]
     try:
-        assert count() == [(5, 0)] and calls == ["list_commits"]  # no catalog read
+        assert count() == [(5, 0)] and calls == ["follow_commits"]  # no catalog read
         other.dataset("t").append(pa.table({"id": [6], "extra": [None]}, schema=plain))
         calls.clear()
-        assert count() == [(6, 0)] and calls == ["list_commits"]
+        assert count() == [(6, 0)] and calls == ["follow_commits"]
 
         wide = pa.schema([("id", pa.int64()), ("extra", pa.int64()), ("w", pa.string())])
         for commits in (1, 3, 5):  # fewer commits than the dataset read had, as many, more

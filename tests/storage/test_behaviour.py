@@ -205,6 +205,36 @@ def test_store_commit_is_exclusive_per_version(store: Store) -> None:
     assert cs.list_commits("d", after=3) == []
 
 
+def test_a_commit_mark_names_one_commit_record(store: Store) -> None:
+    """Readers following a log compare the mark of the last commit they read instead of reading
+    it again: a record keeps its mark, a record written again under its version (the dataset
+    dropped and created again; every commit record differs) has another, an expired one none."""
+    cs = store.chunk_store
+    cs.create_dataset("d", "{}")
+    for v in (1, 2, 3):
+        cs.commit("d", v, b"commit %d" % v)
+    marked = cs.list_commits_marked("d")
+    assert [(v, p) for v, p, _ in marked] == cs.list_commits("d")
+    marks = {v: m for v, _, m in marked}
+    assert len(set(marks.values())) == 3 and all(marks.values())
+    assert cs.follow_commits("d", 1) == (marks[1], marked[1:])
+    assert cs.follow_commits("d", 2, upto=2) == (marks[2], [])
+    assert cs.follow_commits("d", 3) == (marks[3], [])
+    assert cs.follow_commits("d", 4) == (None, [])
+    assert cs.list_commits_marked("d", 1, 2) == marked[1:2]
+    assert cs.list_commits_marked("d") == marked  # the same records, the same marks
+    cs.drop_dataset("d")
+    assert cs.follow_commits("d", 2) == (None, [])
+    cs.create_dataset("d", "{}")
+    for v in (1, 2, 3, 4):
+        cs.commit("d", v, b"commit %d, made again" % v)
+    mark, after = cs.follow_commits("d", 2)
+    assert mark is not None and mark != marks[2] and [v for v, _, _ in after] == [3, 4]
+    cs.set_oldest_version("d", 3)
+    cs.delete_commits("d", 2)
+    assert cs.follow_commits("d", 2) == (None, after)  # expired: nothing to follow on from
+
+
 def test_store_commit_race_has_one_winner(store: Store) -> None:
     store.chunk_store.create_dataset("d", "{}")
     barrier = threading.Barrier(6)

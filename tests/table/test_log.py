@@ -156,21 +156,21 @@ def test_checkpoints_every_n_commits_and_open_reads_only_the_tail(store: Store, 
         assert ds.schema_at(got).names == (["id", "cat", "w"] if version >= 10 else ["id", "cat"])
     # opening the latest version reads the checkpoint of 10 and the commits after it only
     reads: list[tuple[int, int | None]] = []
-    real = store.chunk_store.list_commits
+    real = store.chunk_store.follow_commits
 
-    def spy(dataset: str, after: int = 0, upto: int | None = None) -> list[tuple[int, bytes]]:
-        reads.append((after, upto))
-        return real(dataset, after, upto)
+    def spy(dataset: str, version: int, upto: int | None = None) -> Any:
+        reads.append((version, upto))
+        return real(dataset, version, upto)
 
-    store.chunk_store.list_commits = spy  # type: ignore[method-assign]
+    store.chunk_store.follow_commits = spy  # type: ignore[method-assign]
     try:
         assert ds.find_source("src:2") == 2 and ds.find_source("src:12") == 14
         assert ids(ds.scan().to_arrow()) == [7, 8, 9, 10, 11, 12, 100, 200]
-        # the checkpoint of 10 and the tail (from the commit of 10 itself, which later reads
-        # follow on from); then (state kept) only the commit of 14 and what came after it
-        assert reads and reads[0] == (9, None) and all(after == 13 for after, _ in reads[1:]), reads
+        # the checkpoint of 10 and the commits after it (with the mark of 10's own, which
+        # later reads follow on from); then (state kept) only what came after 14
+        assert reads and reads[0] == (10, None) and all(v == 14 for v, _ in reads[1:]), reads
     finally:
-        store.chunk_store.list_commits = real  # type: ignore[method-assign]
+        store.chunk_store.follow_commits = real  # type: ignore[method-assign]
 
 
 def test_a_damaged_checkpoint_falls_back_and_verify_names_it(store: Store, every_five: None,

@@ -119,6 +119,25 @@ class LogStore(ABC):
         """Commit records with ``after < version ≤ upto`` (no upper bound when None), in
         version order."""
 
+    # A commit's mark names one commit record: the same record always has the same mark, one
+    # written again under its version (the dataset dropped and created again) another. Readers
+    # following a log compare the mark of the last commit they read instead of reading it again.
+    # Here a mark is the payload itself (cheap to read again from a local store); a store where
+    # that costs overrides both methods.
+    def list_commits_marked(self, dataset: str, after: int = 0, upto: int | None = None
+                            ) -> list[tuple[int, bytes, bytes]]:
+        """:meth:`list_commits` with each commit's mark: ``(version, payload, mark)``."""
+        return [(v, p, p) for v, p in self.list_commits(dataset, after, upto)]
+
+    def follow_commits(self, dataset: str, version: int, upto: int | None = None
+                       ) -> tuple[bytes | None, list[tuple[int, bytes, bytes]]]:
+        """The mark of commit ``version`` (None when there is none: never made, expired,
+        dropped) and the commits with ``version < v ≤ upto`` with theirs, in one round trip
+        where the store can."""
+        rows = self.list_commits_marked(dataset, version - 1, upto)
+        mark = rows.pop(0)[2] if rows and rows[0][0] == version else None
+        return mark, rows
+
     def latest_version(self, dataset: str) -> int:
         """The newest committed version (0 when there is none)."""
         commits = self.list_commits(dataset)

@@ -243,6 +243,18 @@ class CassandraStore(ChunkStore):
         return self._call(lambda: list(self._session.execute(statement, execution_profile=profile)),
                           action)
 
+    def _rows_at_once(self, queries: Sequence[tuple[str, Sequence[Any]]], action: str,
+                      profile: str = "read") -> list[list[Any]]:
+        """All rows of each statement, the statements sent at once."""
+        def run() -> list[list[Any]]:
+            futures = []
+            for key, params in queries:
+                statement = self._q[key].bind(params)
+                statement.fetch_size = 1000
+                futures.append(self._session.execute_async(statement, execution_profile=profile))
+            return [list(future.result()) for future in futures]
+        return self._call(run, action)  # type: ignore[no-any-return]
+
     def _applied(self, key: str, params: Sequence[Any], action: str) -> bool:
         """Run a lightweight transaction; whether it was applied."""
         return bool(self._rows(key, params, action, "commit")[0][0])
@@ -492,6 +504,29 @@ class CassandraStore(ChunkStore):
         self._uncertain.discard(dataset)
         return [(int(version), bytes(payload)) for version, payload in rows if payload is not None]
 
+    def list_commits_marked(self, dataset: str, after: int = 0, upto: int | None = None
+                            ) -> list[tuple[int, bytes, bytes]]:
+        # a commit's mark is its payload's write time: a commit written again under its
+        # version (the dataset dropped and created again) was written at another time
+        profile = "serial_read" if dataset in self._uncertain else "read"
+        rows = self._rows("commits_marked", (dataset, after, 2**63 - 1 if upto is None else upto),
+                          f"read the commit log of dataset {dataset!r}", profile)
+        self._uncertain.discard(dataset)
+        return [(int(v), bytes(p), _mark(t)) for v, p, t in rows if p is not None]
+
+    def follow_commits(self, dataset: str, version: int, upto: int | None = None
+                       ) -> tuple[bytes | None, list[tuple[int, bytes, bytes]]]:
+        # the mark of commit `version` and the commits after it, read at once: one round trip
+        # for a reader following the log, without reading that commit's payload again
+        profile = "serial_read" if dataset in self._uncertain else "read"
+        marked, rows = self._rows_at_once(
+            [("commit_mark", (dataset, version)),
+             ("commits_marked", (dataset, version, 2**63 - 1 if upto is None else upto))],
+            f"read the commit log of dataset {dataset!r}", profile)
+        self._uncertain.discard(dataset)
+        mark = _mark(marked[0][0]) if marked and marked[0][0] is not None else None
+        return mark, [(int(v), bytes(p), _mark(t)) for v, p, t in rows if p is not None]
+
     def latest_version(self, dataset: str) -> int:
         profile = "serial_read" if dataset in self._uncertain else "read"
         rows = self._rows("latest", (dataset,), f"read the latest version of dataset {dataset!r}", profile)
@@ -574,6 +609,11 @@ class CassandraStore(ChunkStore):
 #: for a point lookup's chunks instead of one per column; a scan's queries stay per column,
 #: so that their pages are sized per column and read in parallel).
 _MERGE_SEGMENTS = 4
+
+
+def _mark(written: int) -> bytes:
+    """A commit's mark: its payload's write time (microseconds), as 8 bytes."""
+    return int(written).to_bytes(8, "big", signed=True)
 
 
 def _merged(tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]]) -> deque[ChunkQuery]:

@@ -33,6 +33,10 @@ STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
               " IF NOT EXISTS",
     "commits": "SELECT version, payload FROM {ks}.commits WHERE dataset = ? AND version > ?"
                " AND version <= ?",
+    # a commit's mark: when its payload was written (an LWT's ballot time, in microseconds)
+    "commits_marked": "SELECT version, payload, writetime(payload) FROM {ks}.commits WHERE dataset = ?"
+                      " AND version > ? AND version <= ?",
+    "commit_mark": "SELECT writetime(payload) FROM {ks}.commits WHERE dataset = ? AND version = ?",
     "latest": "SELECT version FROM {ks}.commits WHERE dataset = ? ORDER BY version DESC LIMIT 1",
     "uncommits": "DELETE FROM {ks}.commits WHERE dataset = ?",
     # the payload only: the row stays, so INSERT ... IF NOT EXISTS keeps refusing the version

@@ -205,9 +205,8 @@ def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
     below it plus the commits after it. Damaged checkpoints are skipped (and appended to
     ``damaged``). VersionNotFoundError when the log has no such version or it was expired;
     CorruptCheckpointError (``fatal``) when the kept log starts after every readable checkpoint.
-    With ``last`` given, the payload of the snapshot's own commit is appended to it (for
-    :func:`follow`; the log is then read from one commit earlier, in the same read), unless the
-    snapshot is of version 0 or that commit was expired."""
+    With ``last`` given, the mark of the snapshot's own commit (see :func:`follow`) is
+    appended to it, unless the snapshot is of version 0 or that commit was expired."""
     if version is not None:
         check_kept(store, dataset, version)
     base = Snapshot.empty(dataset)
@@ -224,36 +223,35 @@ def load_snapshot(store: ChunkStore, dataset: str, version: int | None = None,
             skipped.append(exc)
     if damaged is not None:
         damaged.extend(skipped)
-    rows = store.list_commits(dataset, base.version - 1 if last is not None and base.version else base.version,
-                              version)
-    own = rows.pop(0)[1] if rows and rows[0][0] == base.version else None  # the checkpoint's commit
-    tail = [Commit.from_payload(dataset, v, p) for v, p in rows]
+    own, rows = (store.follow_commits(dataset, base.version, version) if last is not None and base.version
+                 else (None, store.list_commits_marked(dataset, base.version, version)))
+    tail = [Commit.from_payload(dataset, v, p) for v, p, _ in rows]
     if not _continues(base.version, tail):
         raise _no_start(store, dataset, tail[0].version, skipped)
     snapshot = base.apply(tail)
     if version is not None and snapshot.version != version:
         raise VersionNotFoundError(dataset, version, snapshot.version)
-    payload = rows[-1][1] if rows else own
-    if last is not None and payload is not None:
-        last.append(payload)
+    mark = rows[-1][2] if rows else own
+    if last is not None and mark is not None:
+        last.append(mark)
     return snapshot
 
 
 def follow(store: ChunkStore, snapshot: Snapshot, last: bytes, upto: int | None = None
            ) -> tuple[Snapshot, bytes] | None:
-    """``snapshot`` with the commits after it applied (up to ``upto``), and the payload of the
-    commit of the version reached, provided the log still holds ``last`` (the payload of
-    ``snapshot``'s own commit) at ``snapshot``'s version: then it is the log ``snapshot`` was
-    read from, not that of a dataset dropped and created again under the name since (every
-    commit carries an id and a time of its own). One read. None when that can't be seen (the
-    commit was expired, the log is another one or is gone): read it afresh."""
-    rows = store.list_commits(snapshot.dataset, snapshot.version - 1, upto)
-    if not rows or rows[0][0] != snapshot.version or rows[0][1] != last:
+    """``snapshot`` with the commits after it applied (up to ``upto``), and the mark of the
+    commit of the version reached, provided the log still holds the commit ``snapshot`` was
+    read at, with mark ``last`` (see :meth:`ChunkStore.follow_commits`): then it is the log
+    ``snapshot`` was read from, not that of a dataset dropped and created again under the name
+    since. One round trip. None when that can't be seen (the commit was expired, the log is
+    another one or is gone): read it afresh."""
+    mark, rows = store.follow_commits(snapshot.dataset, snapshot.version, upto)
+    if mark is None or mark != last:
         return None
-    tail = [Commit.from_payload(snapshot.dataset, v, p) for v, p in rows[1:]]
+    tail = [Commit.from_payload(snapshot.dataset, v, p) for v, p, _ in rows]
     if not _continues(snapshot.version, tail):
         return None
-    return snapshot.apply(tail), rows[-1][1]
+    return snapshot.apply(tail), rows[-1][2] if rows else mark
 
 
 def _continues(version: int, tail: list[Commit]) -> bool:

@@ -4,8 +4,9 @@ latest (extended by the commits made since, each time it is asked for), the last
 commits recorded, decoded once. A version never changes once committed; an older one that was
 expired since is never served (checked on every ask).
 
-The latest is extended by :func:`~colonnade.table.log.follow`: the log is read from the commit
-of the version read last, and is only extended if that commit is still there, unchanged. So a
+The latest is extended by :func:`~colonnade.table.log.follow`: the log is read on from the
+commit of the version read last, and is only extended if that commit is still there, the same
+record (its mark, see :meth:`~colonnade.storage.base.ChunkStore.follow_commits`). So a
 dataset dropped and created again under the name since is never taken for the old one with
 commits added (it is read afresh), and SQL needs no catalog read to know that
 (:meth:`Versions.followed`)."""
@@ -32,7 +33,7 @@ class Versions:
     def __init__(self, store: ChunkStore, name: str) -> None:
         self.store = store
         self.name = name
-        # the newest state read (extended on demand) and the payload of its own commit (None:
+        # the newest state read (extended on demand) and the mark of its own commit (None:
         # version 0, or that commit is gone), kept together
         self._latest: tuple[Snapshot, bytes | None] | None = None
         self._pinned: dict[int, Snapshot] = {}  # older versions read, the last PINNED_KEPT of them
