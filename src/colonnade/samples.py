@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from colonnade.query.error_clause import ErrorClause
     from colonnade.query.estimates import Approximable, SampleQuery
     from colonnade.store import Store
+    from colonnade.table.commits import Snapshot
 
 _CREATE = re.compile(r"(?is)^\s*create\s+sample\s+table\s+(?P<name>\w+)(?:\s+on\s+(?P<base>\w+))?"
                      r"\s+options\s*\((?P<options>.*)\)\s*;?\s*$")
@@ -225,20 +226,26 @@ def answer(store: Store, query: str, version: int | None = None,
     if isinstance(found, str):
         return _exact(store, head, version, versions, found)
     q = found
+    # the base and its samples are read as SQL reads datasets: the objects kept by the store,
+    # followed on from the versions read last (one log read each, no catalog read)
+    listed = store._sql_datasets(False).get(q.table.lower()) or store._sql_datasets(True).get(q.table.lower())
     try:
-        base = store.dataset(q.table)
+        if listed is None:
+            raise DatasetNotFoundError(q.table)
+        base, newest = store._read(listed, None)
     except DatasetNotFoundError:
+        store._listed = None
         return _exact(store, head, version, versions, f"{q.table!r} is not a dataset")
     pins = {store.resolve(n): v for n, v in (versions or {}).items()}
     at = pins.get(base.name, version)
-    chosen, reason = choose(store, base, q, at)
+    chosen, reason = choose(store, base, q, at, newest)
     if chosen is None:
         return _exact(store, exact_sql(q), version, versions, reason)
     counted = _counts_from_strata(store, q, head, chosen)
     if counted is not None:
         return Approximate(counted[0], SampleInfo.of(chosen), f"{reason}; the counts are its "
                            "strata's sizes (exact)", counted[1])
-    sample = store._reader(chosen.name)
+    sample = store._known(chosen.name)
     summarised = _summary_columns(sample.schema_at(chosen.snapshot))
     key = (head, clause, chosen.settings.on, tuple(summarised.items()))
     sq = _REWRITTEN.get(key)
@@ -303,7 +310,7 @@ def _strata_values(store: Store, state: SampleState) -> pa.Table:
     kept = store._sample_values.get(state.name)
     if kept is not None and kept[0] is state:
         return kept[1]
-    schema = store._reader(state.name).schema_at(state.snapshot)
+    schema = store._known(state.name).schema_at(state.snapshot)
     present = [i for i, v in enumerate(state.strata.values)
                if v is not None and state.strata.population[i] > 0]
     columns = {name: pa.array([state.strata.values[i][j] for i in present],  # type: ignore[index]
@@ -483,20 +490,20 @@ def _without_error_functions(sql: str) -> str:
     return tree.transform(replace).sql(dialect="duckdb")
 
 
-def choose(store: Store, base: Dataset, q: Approximable, version: int | None
-           ) -> tuple[SampleState | None, str]:
+def choose(store: Store, base: Dataset, q: Approximable, version: int | None,
+           newest: Snapshot | None = None) -> tuple[SampleState | None, str]:
     """The sample to answer ``q`` at base ``version`` (latest if None), and why; or None and
-    why none."""
+    why none (``newest``: the base's latest snapshot, if read already)."""
     wanted = {c.lower() for c in q.columns}
-    newest = base.snapshot()
+    newest = base.snapshot() if newest is None else newest
     target = newest if version is None else base.snapshot(version)
     latest = target.version == newest.version
     candidates: list[tuple[tuple[int, int, int], SampleState]] = []
     why: list[str] = []
     for name in sample_names(newest if latest else target):
         try:
-            sample = store._reader(name)
-            state = _state(store, sample)
+            sample, read = store._read(name, None)
+            state = _state(store, sample, read)
             if state.base_version < target.version and latest:
                 state = catch_up(base, sample)  # a commit whose maintenance failed
             found = state if state.base_version == target.version else \
@@ -523,10 +530,10 @@ def choose(store: Store, base: Dataset, q: Approximable, version: int | None
     return best, f"sample {best.name}: {how}"
 
 
-def _state(store: Store, sample: Dataset) -> SampleState:
-    """The sample's latest state, read once per version by this store object (queries of a
-    version read its strata once)."""
-    snapshot = sample.snapshot()
+def _state(store: Store, sample: Dataset, snapshot: Snapshot | None = None) -> SampleState:
+    """The sample's latest state (``snapshot``, if read already), read once per version by
+    this store object (queries of a version read its strata once)."""
+    snapshot = sample.snapshot() if snapshot is None else snapshot
     cache = store._sample_states
     kept = cache.get(sample.name)
     if kept is not None and kept[0] is snapshot:

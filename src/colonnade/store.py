@@ -294,6 +294,13 @@ class Store:
             self._readers[stored] = (spec, ds)
         return ds
 
+    def _known(self, stored: str) -> Dataset:
+        """The Dataset object SQL reads ``stored`` through, as last read (no store read when
+        there is one): for a snapshot of it read already in the same query."""
+        with self._readers_lock:
+            cached = self._readers.get(stored)
+        return cached[1] if cached is not None else self._reader(stored)
+
     def _read(self, stored: str, version: int | None, reads: Reads | None = None) -> tuple[Dataset, Snapshot]:
         """Dataset ``stored`` as SQL reads it (:meth:`_reader`) and its snapshot at ``version``
         (default: the latest). The latest of a dataset read before costs one read of the log,

@@ -170,6 +170,33 @@ def test_counts_over_the_sample_columns_are_the_strata_sizes(imps: Store) -> Non
     assert imps.sql(unaliased + " WITH ERROR 0.05") == imps.sql(unaliased)
 
 
+def test_a_query_read_before_reads_the_logs_only_and_sees_a_base_made_again(imps: Store) -> None:
+    """A ``WITH ERROR`` query reads its base and sample as SQL reads datasets: once read, each
+    costs one read of its log (no catalog read, no checkpoint), and a base dropped and made
+    again (with a sample of its own) is answered from the new one."""
+    sql = "SELECT geo, count(*) AS n FROM imps GROUP BY geo ORDER BY geo WITH ERROR 0.05"
+    exact = sql.removesuffix(" WITH ERROR 0.05")
+    assert imps.sql(sql).to_pylist() == imps.sql(exact).to_pylist()
+    calls: list[str] = []
+    raw = imps.chunk_store
+    spied = {n: getattr(raw, n) for n in ("get_dataset", "list_datasets", "list_checkpoints", "follow_commits")}
+    for name, real in spied.items():
+        setattr(raw, name, lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+    try:
+        assert imps.sql(sql).to_pylist() == imps.sql(exact).to_pylist()
+        calls.clear()
+        imps.sql(sql)
+        assert sorted(calls) == ["follow_commits", "follow_commits"], calls  # the base's, the sample's
+    finally:
+        for name, real in spied.items():
+            setattr(raw, name, real)
+    for info in imps.samples("imps"):
+        imps.drop_sample(info.name)
+    imps.drop_dataset("imps")
+    _build(imps, seed=12)
+    assert imps.sql(sql).to_pylist() == imps.sql(exact).to_pylist()
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT geo, sum(bid) AS s, avg(bid) AS a, count(bid) AS c, count(*) AS n, relative_error(s) AS e, "
     "lower_bound(a) AS lo, upper_bound(c) AS hi FROM imps GROUP BY geo",
