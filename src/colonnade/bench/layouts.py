@@ -159,8 +159,8 @@ def connect(uri: StoreURI, protocol_version: int | None = None) -> tuple[Any, An
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.query import tuple_factory
 
-    from colonnade.storage.cassandra import CassandraSettings, StoreConnection, _password
-    from colonnade.storage.cassandra_driver import NO_DELAY
+    from colonnade.storage.cassandra import CassandraSettings, _password
+    from colonnade.storage.cassandra_driver import NO_DELAY, StoreConnection
 
     s = CassandraSettings.from_options(uri.options)
 

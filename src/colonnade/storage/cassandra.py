@@ -54,7 +54,6 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import (
     EXEC_PROFILE_DEFAULT,
     Cluster,
-    DefaultConnection,
     ExecutionProfile,
     NoHostAvailable,
 )
@@ -73,14 +72,17 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.storage.cassandra_driver import (
+    IN_PRODUCT,
     NO_DELAY,
     ChunkQuery,
     IdempotentRetryPolicy,
     RequestWindow,
     RoutedStatement,
+    StoreConnection,
     chunk_routing_key,
     is_busy,
     level_name,
+    merged_queries,
     one_line,
 )
 from colonnade.storage.cassandra_schema import STATEMENTS, TABLES
@@ -91,19 +93,9 @@ _READ_GROUPS = 8  # chunk queries in flight in get_chunks
 _PAGE_ROWS = (4, 32, 500)  # rows per page of a chunk query: least, before sizes are known, most
 _IN_SEGMENTS = 256  # segments per `segment IN ?` query
 _IN_PARTITIONS = 32  # partitions per `partition IN ?` query
-_IN_PRODUCT = 2048  # partitions x segments a query may name (Cassandra looks up each pair)
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
 
 # -- the store ------------------------------------------------------------------------------
-class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
-    """The driver's connection, receiving up to 128 KiB per read from the socket instead of
-    4 KiB: a chunk scan receives hundreds of MB, and each of the driver's reads is a Python call
-    holding the GIL that the decoding threads want (read-all of 4,037,539 GDELT rows on one
-    node, p50 of 11 interleaved runs: 3.0 s → 2.0 s)."""
-
-    in_buffer_size = 128 * 1024
-
-
 class CassandraStore(ChunkStore):
     """A ChunkStore in one Cassandra keyspace (see the module docstring for the layout)."""
 
@@ -387,7 +379,7 @@ class CassandraStore(ChunkStore):
             for partition in sorted(by_partition, key=lambda p: (replicas[p], p)):
                 wanted = by_partition[partition]
                 if batch and (len(partitions) >= _IN_PARTITIONS or replicas[partition] != replicas[partitions[-1]]
-                              or (len(partitions) + 1) * (len(batch) + len(wanted)) > _IN_PRODUCT):
+                              or (len(partitions) + 1) * (len(batch) + len(wanted)) > IN_PRODUCT):
                     tasks.append((tuple(partitions), column, bucket, batch))
                     batch, partitions = {}, []
                 for segment, seg_refs in wanted.items():
@@ -399,7 +391,7 @@ class CassandraStore(ChunkStore):
                     partitions.append(partition)
             if batch:
                 tasks.append((tuple(partitions), column, bucket, batch))
-        return self._fetch(dataset, _merged(tasks))
+        return self._fetch(dataset, merged_queries(tasks))
 
     def _replicas(self, routing_key: bytes) -> tuple[str, ...]:
         return tuple(sorted(str(h.address) for h in self._cluster.metadata.get_replicas(self.keyspace, routing_key)))
@@ -605,35 +597,6 @@ class CassandraStore(ChunkStore):
         self._cluster.shutdown()
 
 
-#: Segments a chunk query may name for its columns to be asked for together (one request
-#: for a point lookup's chunks instead of one per column; a scan's queries stay per column,
-#: so that their pages are sized per column and read in parallel).
-_MERGE_SEGMENTS = 4
-
-
 def _mark(written: int) -> bytes:
     """A commit's mark: its payload's write time (microseconds), as 8 bytes."""
     return int(written).to_bytes(8, "big", signed=True)
-
-
-def _merged(tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]]) -> deque[ChunkQuery]:
-    """The chunk queries of ``tasks`` (partitions, column, bucket, wanted refs by segment):
-    those of a few segments that name the same partitions, bucket and segments become one."""
-    out: deque[ChunkQuery] = deque()
-    together: dict[tuple[tuple[str, ...], int, tuple[str, ...]], ChunkQuery] = {}
-    for partitions, column, bucket, batch in tasks:
-        wanted = {(column, segment): seg_refs for segment, seg_refs in batch.items()}
-        if len(batch) > _MERGE_SEGMENTS:
-            out.append(ChunkQuery((partitions, (column,), bucket), wanted))
-            continue
-        key = (partitions, bucket, tuple(sorted(batch)))
-        query = together.get(key)
-        if query is not None and len(partitions) * (len(query.key[1]) + 1) * len(batch) > _IN_PRODUCT:
-            query = None  # Cassandra looks up each partition and segment of each column: a new query
-        if query is None:
-            together[key] = query = ChunkQuery((partitions, (column,), bucket), wanted)
-            out.append(query)
-        else:
-            query.key = (partitions, (*query.key[1], column), bucket)
-            query.wanted.update(wanted)
-    return out
