@@ -42,6 +42,40 @@ def test_batches_keep_what_the_definition_keeps(seed: int) -> None:
         assert strata.by_id[h].kept == expected.sum()
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_many_strata_with_large_ids_keep_and_track_what_the_definition_keeps(seed: int) -> None:
+    # strata ids up to millions: a key's order among its stratum's (2 id + key, a float) then
+    # has fewer bits, and keys a few units in the last place apart tie in it; the kept rows,
+    # thresholds and live keys must still be the definition's, batch after batch
+    rng = np.random.default_rng(seed)
+    k, f = int(rng.choice([2, 5, 20])), float(rng.choice([0.01, 0.05, 0.2]))
+    offset = int(rng.choice([0, 1 << 10, 1 << 20, 3_000_000]))
+    count = int(rng.integers(1, 120))
+    ids_of = offset + np.sort(rng.choice(50_000, count, replace=False))
+    weights = rng.pareto(1.0, count) + 0.05
+    n = int(rng.integers(500, 6000))
+    ids = ids_of[rng.choice(count, n, p=weights / weights.sum())]
+    keys = rng.random(n)
+    if seed % 2 == 0:
+        keys = np.floor(keys * 40) / 40 + rng.integers(0, 4, n) * np.spacing(keys)
+    strata = Strata(f, k, [Stratum(int(i), (int(i),)) for i in ids_of])
+    admitted = np.zeros(n, dtype=bool)
+    cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(1, 10))))
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+        positions, found = strata.admit(ids[a:b], Keys.given(keys[a:b]))
+        assert (np.diff(positions) > 0).all() and (found == keys[a:b][positions]).all()
+        admitted[a + positions] = True
+        by_id = strata.by_id
+        for h in np.unique(ids[:b]).tolist():
+            mine = ids[:b] == h
+            expected = _kept_by_definition(keys[:b][mine], k, f)
+            state = by_id[h]
+            assert (admitted[:b][mine] & (keys[:b][mine] <= state.threshold) == expected).all()
+            assert state.kept == expected.sum() and state.population == mine.sum()
+            if state.threshold > f:
+                assert state.keys == sorted(keys[:b][mine][expected].tolist())
+
+
 @pytest.mark.parametrize("low", [0.0, 0.5, 0.9])
 def test_a_stratum_whose_keys_defy_the_bound_is_merged_whole(low: float) -> None:
     # many rows of one stratum at once: candidates are first looked for under a bound that

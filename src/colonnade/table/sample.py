@@ -73,6 +73,8 @@ SAMPLE_PROPERTY = "sample"
 _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
 #: Rows admitted at a time while an append writes them (what is left when it commits waits).
 ADMIT_WHILE_WRITING = 1 << 19
+#: The zstd level of the sample rows an append admits (the base's compaction rewrites them).
+APPENDED_ZSTD_LEVEL = 1
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
 ATTEMPTS = 20
 #: Sample rows a build or catch-up holds before writing them (the live ones) as it goes.
@@ -253,10 +255,12 @@ class _Part:
         self.sample = sample
         self.admitter = Admitter(state, rng, columns, self.write)
         self.rows: SampleRows | None = None
+        #: what its commit records of the strata, once the last rows are admitted
+        self.properties: dict[str, str] | None = None
 
     def write(self, table: pa.Table) -> None:
         if self.rows is None:
-            self.rows = SampleRows(self.sample)
+            self.rows = SampleRows(self.sample, level=APPENDED_ZSTD_LEVEL)
         self.rows.write(table)
 
 
@@ -311,12 +315,17 @@ class Admission:
         self._pending.append(self._pool.submit(self._admit, held, last))
 
     def _admit(self, batches: list[pa.RecordBatch], last: bool = False) -> None:
+        """Admit ``batches`` (on the admissions' one thread, in turn); after the ``last``, the
+        sample rows are stored and what the commit records of the strata is made, while the
+        append finishes."""
         for part in self.parts:
             part.admitter.admit(batches)
+            part.properties = None
         if last:
             for part in self.parts:
                 if part.rows is not None:
                     part.rows.finish()
+                part.properties = part.admitter.state.strata.changed_properties()
 
     def _finish(self, cancel: bool) -> None:
         """Wait for the admissions under way (or drop those not started, with ``cancel``);
@@ -366,7 +375,8 @@ class Admission:
             try:
                 # exclusive of any sample commit since it was read (e.g. another process
                 # maintained it meanwhile: it then conflicts, and its rows stay orphaned)
-                _commit(part.sample, state.settings, state.snapshot, state.strata, version, rows, ())
+                _commit(part.sample, state.settings, state.snapshot, state.strata, version, rows, (),
+                        properties=part.properties)
                 current.add(part.sample.name)
             except CommitConflictError:
                 continue
@@ -550,9 +560,10 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
 
 def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, strata: Strata,
             base_version: int, rows: list[pa.Table] | SampleRows, removed: tuple[str, ...],
-            schema: pa.Schema | None = None) -> None:
-    """Commit the sample's ``rows`` (or those written already), its strata's changes and the
-    base version it represents; ``removed``: its segments the commit replaces."""
+            schema: pa.Schema | None = None, properties: dict[str, str] | None = None) -> None:
+    """Commit the sample's ``rows`` (or those written already), its strata's changes (as
+    ``properties`` if made already) and the base version it represents; ``removed``: its
+    segments the commit replaces."""
     from colonnade.schema.types import schema_to_json
 
     if isinstance(rows, SampleRows):
@@ -564,7 +575,7 @@ def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, st
     entries = written.finish()
     commit = Commit.new("sample", info={"base_version": base_version}, commit_id=written.id,
                         schema=schema_to_json(schema) if schema is not None else None)
-    properties = strata.changed_properties()
+    properties = dict(strata.changed_properties() if properties is None else properties)
     if read is None or SAMPLE_PROPERTY not in read.properties:
         properties[SAMPLE_PROPERTY] = settings.to_json()
     actions: list[Any] = [Txn(txn_id(settings.base), base_version), SetProperties(properties)]

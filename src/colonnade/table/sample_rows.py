@@ -153,15 +153,17 @@ class SampleRows:
     under the id of the commit that will record them). Up to ``hold`` rows (default: a
     segment's) are held first, and only the live ones among them written (``live``, applied
     when they are written: thresholds only fall, so a row dead then stays dead); what is held
-    at the end is stored as one segment on the calling thread when it fits in one."""
+    at the end is stored as one segment on the calling thread when it fits in one. ``level``:
+    the zstd level (default: the chunk format's)."""
 
     def __init__(self, sample: Dataset, schema: pa.Schema | None = None, hold: int | None = None,
-                 live: Callable[[pa.Table], pa.Table] | None = None) -> None:
+                 live: Callable[[pa.Table], pa.Table] | None = None, level: int | None = None) -> None:
         self.id = Commit.new("sample").id
         self.store = sample.store
         self.spec = sample.spec if schema is None else sample.spec.with_schema(schema)
         self._settings = WriteSettings.from_env(segment_rows=self.spec.segment_rows,
-                                                compression=self.spec.compression)
+                                                compression=self.spec.compression,
+                                                compression_level=level if self.spec.compression == "zstd" else None)
         ordered = bool(self.spec.partition_by or self.spec.sort_by)
         self._hold = 0 if ordered else self._settings.segment_rows if hold is None else hold
         self._live = live

@@ -134,14 +134,13 @@ class Strata:
         self.by_values: dict[tuple[Any, ...], int] = {v: i for i, v in enumerate(self.values) if v is not None}
         self.dirty = np.zeros(size, dtype=bool)
         self.created = np.zeros(size, dtype=bool)
-        #: (stratum ids, keys) of the live rows of the strata above the floor, sorted by both;
-        #: None until first needed, then read from the sample's rows (``live_keys``)
-        self._live: tuple[np.ndarray, np.ndarray] | None = None
+        #: the live keys of the strata above the floor; None until first needed, then read
+        #: from the sample's rows (``live_keys``)
+        self._live: _Live | None = None
         if not given or all(st.keys is not None for st in given):  # a new sample: no rows yet
             ids = np.array([st.id for st in given for _ in (st.keys or [])], dtype=np.int64)
             keys_ = np.array([k for st in given for k in (st.keys or [])], dtype=np.float64)
-            order = np.lexsort((keys_, ids))
-            self._live = (ids[order], keys_[order])
+            self._live = _Live.of(ids, keys_, size)
         self._live_keys = live_keys
         self._columns: list[dict[Any, int]] = []  # per key column: value -> index
         #: per key column: (type, the set of its known values in index order), to look values up
@@ -206,7 +205,7 @@ class Strata:
         if self._live is None:
             return {}
         out: dict[int, list[float]] = {}
-        for i, k in zip(*(a.tolist() for a in self._live), strict=True):
+        for i, k in zip(self._live.ids.tolist(), self._live.keys.tolist(), strict=True):
             out.setdefault(i, []).append(k)
         return {i: sorted(v) for i, v in out.items()}
 
@@ -399,26 +398,23 @@ class Strata:
         for values, id_ in self.by_values.items():
             self._codes[self._code_of(values, sizes)] = id_
 
-    def _ensure_live(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, keys) of the live rows of the strata above the floor."""
+    def _ensure_live(self) -> _Live:
+        """The live keys of the strata above the floor."""
         if self._live is None:
             ids, keys = self._live_keys() if self._live_keys is not None else (
                 np.zeros(0, dtype=np.int64), np.zeros(0))
             ids = np.asarray(ids, dtype=np.int64)
             keys = np.asarray(keys, dtype=np.float64)
             keep = (keys <= self.threshold[ids]) & (self.threshold[ids] > self.fraction)
-            ids, keys = ids[keep], keys[keep]
-            order = np.lexsort((keys, ids))
-            self._live = (ids[order], keys[order])
+            self._live = _Live.of(ids[keep], keys[keep], len(self.values))
         return self._live
 
     def admit(self, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.ndarray]:
         """Add rows (their stratum ids, in arrival order) to the strata; the positions of those
-        the sample keeps, and their keys. Only the keys that matter are looked at: those of
-        rows of strata above the floor, and which rows of the others fall at most at F. The
-        candidates of the strata above the floor (key at most the threshold: a few per cent of
-        their rows) are merged into their live keys, kept sorted by (stratum, key); each
-        touched stratum's K-th smallest key is then read off."""
+        the sample keeps (sorted), and their keys. Only the keys that matter are looked at:
+        those of rows of strata above the floor, and which rows of the others fall at most at
+        F. The candidates of the strata above the floor (key at most a bound: a few per cent
+        of their rows) are merged into their live keys (see :meth:`_merge`)."""
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         size = len(self.values)
@@ -427,63 +423,91 @@ class Strata:
         hits = keys.at_most(self.fraction)
         hit_above = above[ids[hits]]
         at_floor = hits[~hit_above]  # a Bernoulli(F) sample of the floor strata
-        rows, found = [at_floor], [keys.of(at_floor, True)]
+        floor_keys = keys.of(at_floor, True)
         self.kept += np.bincount(ids[at_floor], minlength=size)
         rows_above = np.flatnonzero(above[ids])
-        if len(rows_above):  # their thresholds fall to the K-th smallest key
-            low = np.zeros(len(rows_above), dtype=bool)  # which of them are hits
-            low[np.searchsorted(rows_above, hits[hit_above])] = True
-            row_keys = keys.of(rows_above, low)
-            above_ids = ids[rows_above]
-            bound = self._bound(counts)
-            candidate = row_keys <= bound[above_ids]
-            tight = bound < self.threshold
-            if tight.any():  # a stratum short of K keys under its bound is taken whole
-                got = np.bincount(above_ids[candidate], minlength=size)
-                short = tight & (got < self.min_rows)
-                if short.any():
-                    candidate |= short[above_ids] & (row_keys <= self.threshold[above_ids])
-            picked = np.flatnonzero(candidate)
-            c_order = _ordered(above_ids[picked], row_keys[picked])
-            order = np.argsort(c_order)  # one float sort: ties are checked for below
-            picked, c_order = picked[order], c_order[order]
-            c_ids, c_keys, c_rows = above_ids[picked], row_keys[picked], rows_above[picked]
-            live_ids, live_keys = self._ensure_live()
-            at = np.searchsorted(_ordered(live_ids, live_keys), c_order)
-            all_ids = np.insert(live_ids, at, c_ids)
-            all_keys = np.insert(live_keys, at, c_keys)
-            inserted = at + np.arange(len(at))  # where np.insert put each candidate
-            if not _sorted_around(all_ids, all_keys, inserted):  # keys a rounding apart: merge exactly
-                exact = np.lexsort((all_keys, all_ids))
-                all_ids, all_keys = all_ids[exact], all_keys[exact]
-                inserted = np.argsort(exact)[inserted]
-            which = c_ids[np.r_[True, c_ids[1:] != c_ids[:-1]]] if len(c_ids) else c_ids  # sorted
-            starts = np.searchsorted(all_ids, which)
-            have = np.searchsorted(all_ids, which, side="right") - starts
-            grown = self.population[which] + counts[which] > self.min_rows
-            kth = all_keys[np.minimum(starts + self.min_rows - 1, len(all_keys) - 1)]
-            falls = grown & (have >= self.min_rows)
-            self.threshold[which] = np.where(falls, np.maximum(self.fraction, kth), self.threshold[which])
-            limit = self.threshold[all_ids]
-            keep = all_keys <= limit
-            self.kept[which] = np.bincount(all_ids[keep], minlength=size)[which]
-            stays = keep & (limit > self.fraction)
-            self._live = (all_ids[stays], all_keys[stays])
-            new = keep[inserted]
-            rows.append(c_rows[new])
-            found.append(c_keys[new])
+        if not len(rows_above):
+            self.population += counts
+            self.dirty |= counts > 0
+            return at_floor, floor_keys
+        low = np.zeros(len(rows_above), dtype=bool)  # which of them are hits
+        low[np.searchsorted(rows_above, hits[hit_above])] = True
+        row_keys = keys.of(rows_above, low)
+        above_ids = ids[rows_above]
+        bound = self._bound(counts)
+        candidate = row_keys <= bound[above_ids]
+        tight = bound < self.threshold
+        if tight.any():  # a stratum short of K keys under its bound is taken whole
+            got = np.bincount(above_ids[candidate], minlength=size)
+            short = tight & (got < self.min_rows)
+            if short.any():
+                candidate |= short[above_ids] & (row_keys <= self.threshold[above_ids])
+        picked = np.flatnonzero(candidate)
+        c_rows, c_keys = self._merge(above_ids[picked], row_keys[picked], rows_above[picked], counts)
         self.population += counts
         self.dirty |= counts > 0
-        if len(rows) == 1:
-            return rows[0], found[0]
         # in row order: the rows of the strata above the floor merged into those at it (sorted)
-        chosen = np.zeros(len(ids), dtype=bool)
-        key_of = np.empty(len(ids))
-        for some, their_keys in zip(rows, found, strict=True):
-            chosen[some] = True
-            key_of[some] = their_keys
-        positions = np.flatnonzero(chosen)
-        return positions, key_of[positions]
+        order = np.argsort(c_rows)
+        c_rows, c_keys = c_rows[order], c_keys[order]
+        into = np.searchsorted(at_floor, c_rows) + np.arange(len(c_rows))
+        return _inserted(at_floor, into, c_rows), _inserted(floor_keys, into, c_keys)
+
+    def _merge(self, c_ids: np.ndarray, c_keys: np.ndarray, c_rows: np.ndarray,
+               counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Merge candidates (stratum ids, keys, rows) of strata above the floor into their
+        live keys; each touched stratum's threshold falls to its K-th smallest key (never
+        below F), its live keys above it are dropped (all of them if it reached F), and its
+        kept rows counted. The live keys are passed over once to insert the candidates and
+        once to drop those above their thresholds; the rest is per touched stratum. The rows
+        and keys of the candidates kept."""
+        c_order = _ordered(c_ids, c_keys)
+        order = np.argsort(c_order)  # one float sort: ties are checked for below
+        c_ids, c_keys, c_rows, c_order = c_ids[order], c_keys[order], c_rows[order], c_order[order]
+        live = self._ensure_live()
+        size = len(self.values)
+        at = np.searchsorted(live.order, c_order)
+        inserted = at + np.arange(len(at))  # where each candidate lands
+        all_keys = _inserted(live.keys, inserted, c_keys)
+        all_order = _inserted(live.order, inserted, c_order)
+        inside = at < len(live.order)
+        if not (np.all(c_order[1:] > c_order[:-1]) and np.all(live.order[at[inside]] > c_order[inside])):
+            # keys a rounding apart: the float order may not be theirs, merge exactly
+            exact = np.lexsort((all_keys, _ids_of(all_order)))
+            all_keys, all_order = all_keys[exact], all_order[exact]
+        added = np.bincount(c_ids, minlength=size)
+        have_all = np.zeros(size, dtype=np.int64)
+        have_all[:len(live.counts)] = live.counts
+        have_all += added
+        which = np.flatnonzero(added)
+        have = have_all[which]
+        starts = (np.cumsum(have_all) - have_all)[which]
+        k = self.min_rows
+        grown = self.population[which] + counts[which] > k
+        last = len(all_keys) - 1
+        kth = all_keys[np.minimum(starts + k - 1, last)]
+        falls = grown & (have >= k)
+        threshold = np.where(falls, np.maximum(self.fraction, kth), self.threshold[which])
+        self.threshold[which] = threshold
+        # kept: a stratum whose threshold stays keeps every key (each is at most it); one whose
+        # threshold falls to its K-th key, the K smallest (and keys tied with the K-th); one at
+        # F, its keys at most F (sorted: a prefix of its keys, counted one stratum at a time)
+        kept = np.where(falls, k, have)
+        after = all_keys[np.minimum(starts + k, last)]
+        exact = falls & ((threshold <= self.fraction) | ((have > k) & (after <= threshold)))
+        for at_ in np.flatnonzero(exact).tolist():
+            lo = int(starts[at_])
+            kept[at_] = int(np.count_nonzero(all_keys[lo:lo + int(have[at_])] <= threshold[at_]))
+        self.kept[which] = kept
+        stay = np.where(threshold > self.fraction, kept, 0)
+        gone = _ranges(starts + stay, have - stay)
+        if len(gone):
+            keep = np.ones(len(all_keys), dtype=bool)
+            keep[gone] = False
+            all_keys, all_order = all_keys[keep], all_order[keep]
+        have_all[which] = stay
+        self._live = _Live(all_keys, all_order, have_all)
+        new = c_keys <= self.threshold[c_ids]
+        return c_rows[new], c_keys[new]
 
     def _bound(self, counts: np.ndarray) -> np.ndarray:
         """Per stratum, a key bound at most its threshold above which none of ``counts`` new
@@ -519,11 +543,14 @@ class Strata:
         self.kept -= counts
         self.dirty |= counts > 0
         if (self.threshold[ids] > self.fraction).any():
-            live_ids, live_keys = self._ensure_live()
+            live = self._ensure_live()
+            live_ids = live.ids
             gone = set(zip(ids.tolist(), keys.tolist(), strict=True))
-            stays = np.array([(i, k) not in gone for i, k in zip(live_ids.tolist(), live_keys.tolist(),
+            stays = np.array([(i, k) not in gone for i, k in zip(live_ids.tolist(), live.keys.tolist(),
                                                                  strict=True)], dtype=bool)
-            self._live = (live_ids[stays], live_keys[stays]) if len(stays) else (live_ids, live_keys)
+            if len(stays):
+                self._live = _Live(live.keys[stays], live.order[stays],
+                                   np.bincount(live_ids[stays], minlength=len(self.values)))
 
     def table(self) -> pa.Table:
         """``(__stratum, __pop_n, __samp_n, __t)`` of every stratum with rows."""
@@ -558,17 +585,54 @@ def _block_states(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return counts[:n], counts[n:], np.frombuffer(raw, dtype="<f8", count=n, offset=16 * n)
 
 
+class _Live:
+    """The live keys of the strata above the floor, sorted by (stratum, key): each key, its
+    order (see :func:`_ordered`, which also gives its stratum), and how many each stratum has."""
+
+    __slots__ = ("keys", "order", "counts")
+
+    def __init__(self, keys: np.ndarray, order: np.ndarray, counts: np.ndarray) -> None:
+        self.keys = keys
+        self.order = order
+        self.counts = counts
+
+    @classmethod
+    def of(cls, ids: np.ndarray, keys: np.ndarray, size: int) -> _Live:
+        order = np.lexsort((keys, ids))
+        ids, keys = ids[order], keys[order]
+        return cls(keys, _ordered(ids, keys), np.bincount(ids, minlength=size))
+
+    @property
+    def ids(self) -> np.ndarray:
+        return _ids_of(self.order)
+
+
+def _inserted(values: np.ndarray, at: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``values`` with ``more`` put at positions ``at`` (sorted) of the result."""
+    out = np.empty(len(values) + len(more), dtype=values.dtype)
+    rest = np.ones(len(out), dtype=bool)
+    rest[at] = False
+    out[at] = more
+    out[rest] = values
+    return out
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every range, in order."""
+    some = lengths > 0
+    starts, lengths = starts[some], lengths[some]
+    if not len(lengths):
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
+
+
 def _ordered(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """One float per (stratum, key) in their order (``2 id + key``: strata never overlap; keys
-    of one stratum less than a rounding apart may tie, see :func:`_sorted_around`)."""
+    of one stratum less than a rounding apart may tie: :meth:`Strata._merge` checks)."""
     return ids * 2.0 + keys
 
 
-def _sorted_around(ids: np.ndarray, keys: np.ndarray, inserted: np.ndarray) -> bool:
-    """Whether (ids, keys), sorted by both but for the entries at ``inserted`` (sorted
-    positions), is sorted, exactly: only the pairs next to an inserted entry need checking."""
-    if len(ids) < 2 or not len(inserted):
-        return True
-    left = np.concatenate([inserted[inserted > 0] - 1, inserted[inserted < len(ids) - 1]])
-    a, b = ids[left], ids[left + 1]  # each pair: the entry ``left`` at most the next one
-    return bool(np.all((b > a) | ((b == a) & (keys[left + 1] >= keys[left]))))
+def _ids_of(order: np.ndarray) -> np.ndarray:
+    """The stratum of each of ``order`` (``2 id + key`` rounds to at most ``2 id + 1``)."""
+    return (order * 0.5).astype(np.int64)
