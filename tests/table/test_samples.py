@@ -250,6 +250,43 @@ def test_a_sample_committed_to_during_an_append_is_caught_up_from_the_log(store:
     _check(store)
 
 
+def test_an_append_its_sample_took_reads_no_log_after_committing_and_a_sample_made_meanwhile_catches_up(
+        store: Store) -> None:
+    """An append whose rows its sample admitted reads each log twice, when it starts and when
+    it commits (the samples listed at its version are those of the version before it plus its
+    own), not the base's again after; a sample made by another writer while the append wrote
+    is listed at the version it commits, and caught up from the log."""
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20)
+    ds.append(_rows(1_000, 2))
+    raw = store.chunk_store
+    calls: list[tuple[str, str]] = []
+    spied = {n: getattr(raw, n) for n in ("follow_commits", "list_checkpoints")}
+    for name, real in spied.items():
+        setattr(raw, name, lambda dataset, *a, _n=name, _r=real, **k: calls.append((_n, dataset)) or _r(dataset, *a, **k))
+    try:
+        ds.append(_rows(1_000, 3))
+        assert sorted(calls) == [("follow_commits", "imps")] * 2 + [("follow_commits", "imps_by_geo_pub")] * 2
+    finally:
+        for name, real in spied.items():
+            setattr(raw, name, real)
+    _check(store)
+    other = Store(store.chunk_store)
+    made = []
+
+    def make(batch: pa.RecordBatch) -> None:
+        if not made:
+            made.append(other.create_sample("imps", "pub", 0.1, min_per_stratum=5).name)
+
+    result = ds.append(_rows(1_000, 4), on_batch=make)
+    _check(store)
+    made_meanwhile = store.dataset(made[0])
+    state = state_of(made_meanwhile, made_meanwhile.snapshot())
+    assert state.base_version == result.version
+    assert sum(st.population for st in state.strata.by_id.values()) == ds.snapshot().rows == 8_000
+
+
 @pytest.mark.parametrize("sort_by", [None, "geo"])
 def test_string_keys_are_hashed_once_and_each_segment_keeps_its_own_values(
         store: Store, sort_by: str | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -268,18 +269,18 @@ class Dataset:
         unavailable) stays at the version it records, which is never used for a newer one: the
         next commit or query catches it up."""
         done, listed = self._commit_record(commit, force, reads)
-        if done.version is not None and listed:
+        if done.version is not None and (listed is None or listed):
             from colonnade.table.sample import maintain
 
             try:
-                maintain(self, admitted, done.version)
+                maintain(self, admitted, done.version, listed)
             except (ColonnadeError, OSError) as exc:
                 warnings.warn(f"the samples of {self.name!r} stay at an earlier version: {exc}",
                               SampleWarning, stacklevel=2)
         return done
 
     def _commit_record(self, commit: Commit, force: bool, reads: ReadSet | None
-                       ) -> tuple[CommitResult, bool]:
+                       ) -> tuple[CommitResult, list[str] | None]:
         """Write a commit record on the next free version, if no commit made since the version
         the operation read (``reads``; default: a blind append of the latest version) conflicts
         with it (CommitConflictError, see :mod:`colonnade.table.conflicts`).
@@ -294,14 +295,18 @@ class Dataset:
         if not self.recorded:
             self._record()
         state = self.snapshot()
-        listed = SAMPLES_PROPERTY in state.properties or any(
-            isinstance(a, SetProperties) and SAMPLES_PROPERTY in a.properties for a in commit.actions)
+        # the samples listed at the version committed: known if it is the one after ``state``
+        # (None: read the log again), [] if none was listed
+        named = [a.properties[SAMPLES_PROPERTY] for a in commit.actions
+                 if isinstance(a, SetProperties) and SAMPLES_PROPERTY in a.properties]
+        text = named[-1] if named else state.properties.get(SAMPLES_PROPERTY)
+        listed: list[str] = list(json.loads(text or "[]"))
         reads = reads or ReadSet.blind(state.version)
         if not set(commit.removed) <= reads.removes:
             reads = replace(reads, removes=reads.removes | frozenset(commit.removed))
         operation = commit.kind
         if commit.source is not None and not force and commit.source in state.txns:
-            return _duplicate(commit.source, state.txns[commit.source][1]), False
+            return _duplicate(commit.source, state.txns[commit.source][1]), []
         if reads.read_version < state.version:  # 1. what was committed since the operation read
             check_conflicts(self.name, reads, operation, self.history(reads.read_version, state.version))
         schema_recorded = state.schema is not None
@@ -318,15 +323,15 @@ class Dataset:
                 fault_point("after_commit")
                 if log.checkpoint_due(version, record):
                     log.write_checkpoint(self.store, self.snapshot(version))
-                return CommitResult(version), listed
+                return CommitResult(version), listed if version == state.version + 1 or not listed else None
             except CommitConflictError:
                 # 3. lost the version: read what won it (and anything since), check it again
                 newer = self.history(after=version - 1)
                 for c in newer:
                     if c.id == commit.id:
-                        return CommitResult(c.version), listed
+                        return CommitResult(c.version), listed or None
                     if commit.source is not None and not force and c.source == commit.source:
-                        return _duplicate(commit.source, c.version), False
+                        return _duplicate(commit.source, c.version), []
                 check_conflicts(self.name, reads, operation, newer)
                 schema_recorded = schema_recorded or any(c.schema is not None for c in newer)
                 if newer:
@@ -336,7 +341,7 @@ class Dataset:
                 # outcome unknown (e.g. a timeout): the log says whether it happened
                 for c in self.history(after=version - 1):
                     if c.id == commit.id:
-                        return CommitResult(c.version), listed
+                        return CommitResult(c.version), listed or None
                 raise
         raise CommitConflictError(self.name, version)
 

@@ -233,12 +233,16 @@ def _sample_dataset(base: Dataset, name: str) -> Dataset | None:
     return kept[1]
 
 
-def maintain(base: Dataset, admitted: Admission | None = None, version: int | None = None) -> None:
+def maintain(base: Dataset, admitted: Admission | None = None, version: int | None = None,
+             names: Sequence[str] | None = None) -> None:
     """Bring the samples of ``base`` up to its latest version: first from the rows an append
     admitted as it wrote them (``admitted``, for its commit ``version``), then, for any sample
-    still behind, from the commits since the version it records."""
+    still behind, from the commits since the version it records. ``names``: the samples listed
+    at ``version``, if known (else the latest version is read)."""
     current = admitted.commit(version) if admitted is not None and version is not None else set()
-    for name in sample_names(base.snapshot()):
+    if names is None or not set(names) <= current:
+        names = sample_names(base.snapshot())
+    for name in names:
         if name in current:
             continue  # committed for ``version`` by the append: nothing to read back
         sample = _sample_dataset(base, name)
@@ -260,7 +264,9 @@ class _Part:
 
     def write(self, table: pa.Table) -> None:
         if self.rows is None:
-            self.rows = SampleRows(self.sample, level=APPENDED_ZSTD_LEVEL)
+            # rows a later admission of the append evicts are not written
+            self.rows = SampleRows(self.sample, live=partial(_live, strata=self.admitter.state.strata),
+                                   level=APPENDED_ZSTD_LEVEL)
         self.rows.write(table)
 
 
