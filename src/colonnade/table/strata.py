@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colonnade.table.commits import value_from_json, value_to_json
+from colonnade.table.live_keys import LiveKeys, ids_of, inserted, ordered, ranges
 
 #: The property prefixes under which a sample's commits record its strata: their states in
 #: blocks of :data:`BLOCK` strata (``strata:<b>``: the populations, live rows and thresholds of
@@ -136,11 +137,11 @@ class Strata:
         self.created = np.zeros(size, dtype=bool)
         #: the live keys of the strata above the floor; None until first needed, then read
         #: from the sample's rows (``live_keys``)
-        self._live: _Live | None = None
+        self._live: LiveKeys | None = None
         if not given or all(st.keys is not None for st in given):  # a new sample: no rows yet
             ids = np.array([st.id for st in given for _ in (st.keys or [])], dtype=np.int64)
             keys_ = np.array([k for st in given for k in (st.keys or [])], dtype=np.float64)
-            self._live = _Live.of(ids, keys_, size)
+            self._live = LiveKeys.of(ids, keys_, size)
         self._live_keys = live_keys
         self._columns: list[dict[Any, int]] = []  # per key column: value -> index
         #: per key column: (type, the set of its known values in index order), to look values up
@@ -284,9 +285,9 @@ class Strata:
         for at, column_chunks in enumerate(chunks):
             parts = [self._indices(at, chunk) for chunk in column_chunks if len(chunk)]
             indices.append(np.concatenate(parts) if len(parts) != 1 else parts[0])
-        return self._ids_of(indices)
+        return self.ids_of(indices)
 
-    def _ids_of(self, indices: list[np.ndarray], create: bool = True) -> np.ndarray:
+    def ids_of(self, indices: list[np.ndarray], create: bool = True) -> np.ndarray:
         """The stratum ids of rows given each key column's value indices (new strata added;
         without ``create``, -1 for those)."""
         sizes = tuple(len(k) for k in self._columns)
@@ -336,11 +337,11 @@ class Strata:
             indices.append(index.to_numpy(zero_copy_only=False))
         widths = [len(v) for v in lists]
         if int(np.prod(widths, dtype=np.int64)) > max(1 << 16, len(chunks[0])):
-            return self._ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
+            return self.ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
         if combos is None:
             # every combination of the dictionaries' values (a few thousand): its stratum id, or
             # -1 for a stratum not met yet (created below if a row has it)
-            combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
+            combos = self.ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
             self._combos = (dictionaries, nulls, lists, combos)
         local = indices[0].astype(np.intp)  # as an index, taken as is
         for width, more in zip(widths[1:], indices[1:], strict=True):
@@ -350,7 +351,7 @@ class Strata:
         if (found < 0).any():
             new = np.unique(local[found < 0])
             flat = np.unravel_index(new, widths)
-            combos[new] = self._ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
+            combos[new] = self.ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
             found = combos[local]
         return found
 
@@ -398,7 +399,7 @@ class Strata:
         for values, id_ in self.by_values.items():
             self._codes[self._code_of(values, sizes)] = id_
 
-    def _ensure_live(self) -> _Live:
+    def _ensure_live(self) -> LiveKeys:
         """The live keys of the strata above the floor."""
         if self._live is None:
             ids, keys = self._live_keys() if self._live_keys is not None else (
@@ -406,7 +407,7 @@ class Strata:
             ids = np.asarray(ids, dtype=np.int64)
             keys = np.asarray(keys, dtype=np.float64)
             keep = (keys <= self.threshold[ids]) & (self.threshold[ids] > self.fraction)
-            self._live = _Live.of(ids[keep], keys[keep], len(self.values))
+            self._live = LiveKeys.of(ids[keep], keys[keep], len(self.values))
         return self._live
 
     def admit(self, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.ndarray]:
@@ -450,7 +451,7 @@ class Strata:
         order = np.argsort(c_rows)
         c_rows, c_keys = c_rows[order], c_keys[order]
         into = np.searchsorted(at_floor, c_rows) + np.arange(len(c_rows))
-        return _inserted(at_floor, into, c_rows), _inserted(floor_keys, into, c_keys)
+        return inserted(at_floor, into, c_rows), inserted(floor_keys, into, c_keys)
 
     def _merge(self, c_ids: np.ndarray, c_keys: np.ndarray, c_rows: np.ndarray,
                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -460,19 +461,19 @@ class Strata:
         kept rows counted. The live keys are passed over once to insert the candidates and
         once to drop those above their thresholds; the rest is per touched stratum. The rows
         and keys of the candidates kept."""
-        c_order = _ordered(c_ids, c_keys)
+        c_order = ordered(c_ids, c_keys)
         order = np.argsort(c_order)  # one float sort: ties are checked for below
         c_ids, c_keys, c_rows, c_order = c_ids[order], c_keys[order], c_rows[order], c_order[order]
         live = self._ensure_live()
         size = len(self.values)
         at = np.searchsorted(live.order, c_order)
-        inserted = at + np.arange(len(at))  # where each candidate lands
-        all_keys = _inserted(live.keys, inserted, c_keys)
-        all_order = _inserted(live.order, inserted, c_order)
+        into = at + np.arange(len(at))  # where each candidate lands
+        all_keys = inserted(live.keys, into, c_keys)
+        all_order = inserted(live.order, into, c_order)
         inside = at < len(live.order)
         if not (np.all(c_order[1:] > c_order[:-1]) and np.all(live.order[at[inside]] > c_order[inside])):
             # keys a rounding apart: the float order may not be theirs, merge exactly
-            exact = np.lexsort((all_keys, _ids_of(all_order)))
+            exact = np.lexsort((all_keys, ids_of(all_order)))
             all_keys, all_order = all_keys[exact], all_order[exact]
         added = np.bincount(c_ids, minlength=size)
         have_all = np.zeros(size, dtype=np.int64)
@@ -499,13 +500,13 @@ class Strata:
             kept[at_] = int(np.count_nonzero(all_keys[lo:lo + int(have[at_])] <= threshold[at_]))
         self.kept[which] = kept
         stay = np.where(threshold > self.fraction, kept, 0)
-        gone = _ranges(starts + stay, have - stay)
+        gone = ranges(starts + stay, have - stay)
         if len(gone):
             keep = np.ones(len(all_keys), dtype=bool)
             keep[gone] = False
             all_keys, all_order = all_keys[keep], all_order[keep]
         have_all[which] = stay
-        self._live = _Live(all_keys, all_order, have_all)
+        self._live = LiveKeys(all_keys, all_order, have_all)
         new = c_keys <= self.threshold[c_ids]
         return c_rows[new], c_keys[new]
 
@@ -549,7 +550,7 @@ class Strata:
             stays = np.array([(i, k) not in gone for i, k in zip(live_ids.tolist(), live.keys.tolist(),
                                                                  strict=True)], dtype=bool)
             if len(stays):
-                self._live = _Live(live.keys[stays], live.order[stays],
+                self._live = LiveKeys(live.keys[stays], live.order[stays],
                                    np.bincount(live_ids[stays], minlength=len(self.values)))
 
     def table(self) -> pa.Table:
@@ -583,56 +584,3 @@ def _block_states(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     raw = zlib.decompress(base64.b64decode(block["packed"]))
     counts = np.frombuffer(raw, dtype="<i8", count=2 * n)
     return counts[:n], counts[n:], np.frombuffer(raw, dtype="<f8", count=n, offset=16 * n)
-
-
-class _Live:
-    """The live keys of the strata above the floor, sorted by (stratum, key): each key, its
-    order (see :func:`_ordered`, which also gives its stratum), and how many each stratum has."""
-
-    __slots__ = ("keys", "order", "counts")
-
-    def __init__(self, keys: np.ndarray, order: np.ndarray, counts: np.ndarray) -> None:
-        self.keys = keys
-        self.order = order
-        self.counts = counts
-
-    @classmethod
-    def of(cls, ids: np.ndarray, keys: np.ndarray, size: int) -> _Live:
-        order = np.lexsort((keys, ids))
-        ids, keys = ids[order], keys[order]
-        return cls(keys, _ordered(ids, keys), np.bincount(ids, minlength=size))
-
-    @property
-    def ids(self) -> np.ndarray:
-        return _ids_of(self.order)
-
-
-def _inserted(values: np.ndarray, at: np.ndarray, more: np.ndarray) -> np.ndarray:
-    """``values`` with ``more`` put at positions ``at`` (sorted) of the result."""
-    out = np.empty(len(values) + len(more), dtype=values.dtype)
-    rest = np.ones(len(out), dtype=bool)
-    rest[at] = False
-    out[at] = more
-    out[rest] = values
-    return out
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every range, in order."""
-    some = lengths > 0
-    starts, lengths = starts[some], lengths[some]
-    if not len(lengths):
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
-
-
-def _ordered(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """One float per (stratum, key) in their order (``2 id + key``: strata never overlap; keys
-    of one stratum less than a rounding apart may tie: :meth:`Strata._merge` checks)."""
-    return ids * 2.0 + keys
-
-
-def _ids_of(order: np.ndarray) -> np.ndarray:
-    """The stratum of each of ``order`` (``2 id + key`` rounds to at most ``2 id + 1``)."""
-    return (order * 0.5).astype(np.int64)
