@@ -10,6 +10,8 @@ from typing import Any
 
 def markdown(r: dict[str, Any]) -> str:
     s, ingest, build = r["sample"], r["ingest"], r["build"]
+    median = (f"; the median of the commits' pairs: {ingest['cost_share_median_commit']:.1%}; the "
+              "ground truth is built after the timed appends" if "cost_share_median_commit" in ingest else "")
     lines = [
         f"# Approximate answers: {r['events']:,} ad impressions ({r['store']})", "",
         f"Sample `{s['name']}` on ({', '.join(r['on'])}), fraction {r['fraction']}, at least "
@@ -23,7 +25,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"Commits of {ingest['commit_events']:,} events (in-memory Arrow tables, the fastest "
         f"appends there are), the two datasets alternately, each first every other commit (ABBA). Keeping the sample current takes "
         f"**{ingest['cost_share']:.1%}** of ingest throughput "
-        f"({ingest['maintenance_us_per_row']} µs per appended row). A build from scratch takes "
+        f"({ingest['maintenance_us_per_row']} µs per appended row{median}). A build from scratch takes "
         f"{build['seconds']} s ({build['rows_per_s']:,} rows/s).", "",
         f"## Seed queries (median of {r['repeats']})", "",
         "| query | exact | WITH ERROR (do_nothing) | speedup | default behavior | groups | "
