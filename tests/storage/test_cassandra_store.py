@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -73,6 +75,25 @@ def _raw_count(cstore: CassandraStore, table: str, where: str, *params: object) 
     rows = cstore._session.execute(f"SELECT COUNT(*) FROM {KEYSPACE}.{table} WHERE {where}", params)
     return int(rows.one()[0])
 
+
+
+@pytest.mark.cassandra
+def test_a_store_left_open_exits_quietly_though_the_driver_had_work_scheduled(cassandra_uri: str) -> None:
+    """A program that never closes its Cassandra store exits with no traceback, even when the
+    driver's scheduler runs a task while the interpreter shuts down (as a reconnection to a
+    stopped node does; a thread still running keeps the interpreter in its shutdown): the
+    store's cluster is shut down before the thread pools stop taking work."""
+    script = (
+        "import sys, threading, time\n"
+        "from colonnade.config import parse_store_uri\n"
+        "from colonnade.storage.cassandra import CassandraStore\n"
+        "store = CassandraStore(parse_store_uri(sys.argv[1]))\n"
+        "store._cluster.scheduler.schedule(0.4, lambda: None)\n"
+        "threading.Thread(target=time.sleep, args=(1.0,)).start()\n")
+    done = subprocess.run([sys.executable, "-c", script, _uri(cassandra_uri, KEYSPACE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 # -- datasets -------------------------------------------------------------------------------

@@ -5,10 +5,12 @@ replicas of the chunks they read."""
 
 from __future__ import annotations
 
+import atexit
 import socket
 import struct
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -29,6 +31,32 @@ NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 # -- driver plumbing ------------------------------------------------------------------------
+_OPEN: weakref.WeakSet[Any] = weakref.WeakSet()  # clusters to shut down at exit if still open
+_HOOK = threading.Lock()
+_hooked = False
+
+
+def shut_at_exit(cluster: Any) -> None:
+    """Shut ``cluster`` down when the interpreter exits, if it is still open, before thread
+    pools stop taking work: the driver's own exit hook comes after that, and a task its
+    scheduler ran meanwhile (e.g. a reconnection to a stopped node) printed a traceback."""
+    global _hooked
+    with _HOOK:
+        if not _hooked:  # threading's exit hooks run last registered first: before the pools'
+            getattr(threading, "_register_atexit", atexit.register)(_shut_open)
+            _hooked = True
+        _OPEN.add(cluster)
+
+
+def _shut_open() -> None:
+    for cluster in list(_OPEN):
+        if not cluster.is_shutdown:
+            try:
+                cluster.shutdown()
+            except Exception:  # noqa: BLE001 - exiting all the same
+                pass
+
+
 class IdempotentRetryPolicy(RetryPolicy):
     """Retry what is safe to run twice, and nothing else: a retried LWT that had in fact been
     applied would come back "not applied" and look like a lost commit."""
