@@ -80,6 +80,7 @@ from colonnade.storage.cassandra_driver import (
     RoutedStatement,
     StoreConnection,
     chunk_routing_key,
+    commit_mark,
     is_busy,
     level_name,
     merged_queries,
@@ -506,7 +507,7 @@ class CassandraStore(ChunkStore):
         rows = self._rows("commits_marked", (dataset, after, 2**63 - 1 if upto is None else upto),
                           f"read the commit log of dataset {dataset!r}", profile)
         self._uncertain.discard(dataset)
-        return [(int(v), bytes(p), _mark(t)) for v, p, t in rows if p is not None]
+        return [(int(v), bytes(p), commit_mark(t)) for v, p, t in rows if p is not None]
 
     def follow_commits(self, dataset: str, version: int, upto: int | None = None
                        ) -> tuple[bytes | None, list[tuple[int, bytes, bytes]]]:
@@ -518,8 +519,8 @@ class CassandraStore(ChunkStore):
              ("commits_marked", (dataset, version, 2**63 - 1 if upto is None else upto))],
             f"read the commit log of dataset {dataset!r}", profile)
         self._uncertain.discard(dataset)
-        mark = _mark(marked[0][0]) if marked and marked[0][0] is not None else None
-        return mark, [(int(v), bytes(p), _mark(t)) for v, p, t in rows if p is not None]
+        mark = commit_mark(marked[0][0]) if marked and marked[0][0] is not None else None
+        return mark, [(int(v), bytes(p), commit_mark(t)) for v, p, t in rows if p is not None]
 
     def latest_version(self, dataset: str) -> int:
         profile = "serial_read" if dataset in self._uncertain else "read"
@@ -597,8 +598,3 @@ class CassandraStore(ChunkStore):
 
     def close(self) -> None:
         self._cluster.shutdown()
-
-
-def _mark(written: int) -> bytes:
-    """A commit's mark: its payload's write time (microseconds), as 8 bytes."""
-    return int(written).to_bytes(8, "big", signed=True)

@@ -268,3 +268,8 @@ def merged_queries(tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[C
             query.key = (partitions, (*query.key[1], column), bucket)
             query.wanted.update(wanted)
     return out
+
+
+def commit_mark(written: int) -> bytes:
+    """A commit's mark: its payload's write time (microseconds), as 8 bytes."""
+    return int(written).to_bytes(8, "big", signed=True)

@@ -473,3 +473,16 @@ class Snapshot:
     @classmethod
     def replay(cls, dataset: str, commits: list[Commit], version: int | None = None) -> Snapshot:
         return cls.empty(dataset).apply(commits, version)
+
+
+#: The base dataset's property listing its samples (a JSON list of their names).
+SAMPLES_PROPERTY = "samples"
+
+
+def listed_samples(properties: dict[str, str], actions: tuple[Any, ...] = ()) -> list[str]:
+    """The samples ``properties`` list, as ``actions`` (a commit's) leave them."""
+    text = properties.get(SAMPLES_PROPERTY)
+    for a in actions:
+        if isinstance(a, SetProperties) and SAMPLES_PROPERTY in a.properties:
+            text = a.properties[SAMPLES_PROPERTY]
+    return list(json.loads(text or "[]"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -33,13 +32,14 @@ from colonnade.storage.base import ChunkStore
 from colonnade.table import log
 from colonnade.table.commits import (
     POSITION_PREFIX,
+    SAMPLES_PROPERTY,
     AddSegments,
     Commit,
     RemoveSegments,
     SegmentEntry,
-    SetProperties,
     SetSchema,
     Snapshot,
+    listed_samples,
 )
 from colonnade.table.conflicts import ReadSet, check_conflicts, schema_key
 from colonnade.table.conform import as_batches, conform, merged_schema
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from colonnade.table.sample import Admission
 
 #: The base property listing a dataset's samples (see :mod:`colonnade.table.sample`).
-SAMPLES_PROPERTY = "samples"
 
 
 class SampleWarning(UserWarning):
@@ -295,12 +294,8 @@ class Dataset:
         if not self.recorded:
             self._record()
         state = self.snapshot()
-        # the samples listed at the version committed: known if it is the one after ``state``
-        # (None: read the log again), [] if none was listed
-        named = [a.properties[SAMPLES_PROPERTY] for a in commit.actions
-                 if isinstance(a, SetProperties) and SAMPLES_PROPERTY in a.properties]
-        text = named[-1] if named else state.properties.get(SAMPLES_PROPERTY)
-        listed: list[str] = list(json.loads(text or "[]"))
+        # the samples listed at the version committed if it follows ``state`` (None: read again)
+        listed = listed_samples(state.properties, commit.actions)
         reads = reads or ReadSet.blind(state.version)
         if not set(commit.removed) <= reads.removes:
             reads = replace(reads, removes=reads.removes | frozenset(commit.removed))

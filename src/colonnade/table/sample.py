@@ -47,15 +47,17 @@ from colonnade.errors import (
 from colonnade.schema.spec import DatasetSpec
 from colonnade.table.commits import (
     SAMPLE_PREFIX,
+    SAMPLES_PROPERTY,
     AddSegments,
     Commit,
     RemoveSegments,
     SetProperties,
     Snapshot,
     Txn,
+    listed_samples,
 )
 from colonnade.table.conflicts import ReadSet
-from colonnade.table.dataset import SAMPLES_PROPERTY, Dataset
+from colonnade.table.dataset import Dataset
 from colonnade.table.sample_rows import (
     KEY_COLUMN,
     STRATUM_COLUMN,
@@ -130,7 +132,7 @@ def sample_settings(snapshot: Snapshot) -> SampleSettings | None:
 
 
 def sample_names(base: Snapshot) -> list[str]:
-    return list(json.loads(base.properties.get(SAMPLES_PROPERTY) or "[]"))
+    return listed_samples(base.properties)
 
 
 def state_of(sample: Dataset, snapshot: Snapshot, take: bool = False) -> SampleState:
