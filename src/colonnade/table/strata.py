@@ -285,9 +285,9 @@ class Strata:
         for at, column_chunks in enumerate(chunks):
             parts = [self._indices(at, chunk) for chunk in column_chunks if len(chunk)]
             indices.append(np.concatenate(parts) if len(parts) != 1 else parts[0])
-        return self.ids_of(indices)
+        return self._ids_of(indices)
 
-    def ids_of(self, indices: list[np.ndarray], create: bool = True) -> np.ndarray:
+    def _ids_of(self, indices: list[np.ndarray], create: bool = True) -> np.ndarray:
         """The stratum ids of rows given each key column's value indices (new strata added;
         without ``create``, -1 for those)."""
         sizes = tuple(len(k) for k in self._columns)
@@ -337,11 +337,11 @@ class Strata:
             indices.append(index.to_numpy(zero_copy_only=False))
         widths = [len(v) for v in lists]
         if int(np.prod(widths, dtype=np.int64)) > max(1 << 16, len(chunks[0])):
-            return self.ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
+            return self._ids_of([v[i] for v, i in zip(lists, indices, strict=True)])  # many values
         if combos is None:
             # every combination of the dictionaries' values (a few thousand): its stratum id, or
             # -1 for a stratum not met yet (created below if a row has it)
-            combos = self.ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
+            combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
             self._combos = (dictionaries, nulls, lists, combos)
         local = indices[0].astype(np.intp)  # as an index, taken as is
         for width, more in zip(widths[1:], indices[1:], strict=True):
@@ -351,7 +351,7 @@ class Strata:
         if (found < 0).any():
             new = np.unique(local[found < 0])
             flat = np.unravel_index(new, widths)
-            combos[new] = self.ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
+            combos[new] = self._ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
             found = combos[local]
         return found
 
