@@ -7,7 +7,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from colonnade.table.strata import Keys, Strata, Stratum
+from colonnade.table import strata_compiled
+from colonnade.table.row_keys import Keys
+from colonnade.table.strata import Strata, Stratum
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def admission(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the compiled admission and with the NumPy one."""
+    if request.param == "numpy":
+        monkeypatch.setattr(strata_compiled, "AVAILABLE", False)
+    return str(request.param)
 
 
 def _kept_by_definition(keys: np.ndarray, k: int, f: float) -> np.ndarray:

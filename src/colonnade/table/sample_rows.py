@@ -15,7 +15,7 @@ from colonnade.config import WriteSettings
 from colonnade.encoding.chunk import DICTIONARY_RATIO
 from colonnade.schema.spec import DatasetSpec
 from colonnade.table.commits import Commit, SegmentEntry
-from colonnade.table.strata import Keys
+from colonnade.table.row_keys import Keys
 from colonnade.table.writer import SegmentWriter, write_segment
 
 if TYPE_CHECKING:

@@ -34,8 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colonnade.table import strata_compiled as compiled
 from colonnade.table.commits import value_from_json, value_to_json
 from colonnade.table.live_keys import LiveKeys, ids_of, inserted, ordered, ranges
+from colonnade.table.row_keys import Keys
 
 #: The property prefixes under which a sample's commits record its strata: their states in
 #: blocks of :data:`BLOCK` strata (``strata:<b>``: the populations, live rows and thresholds of
@@ -62,56 +64,6 @@ class Stratum:
     kept: int = 0
     threshold: float = 1.0
     keys: list[float] | None = field(default_factory=list, compare=False)
-
-
-class Keys:
-    """The keys of a batch of rows: given (:meth:`given`, for tests and replays) or drawn from
-    a random generator as they are asked for, each row's at most once (:meth:`drawn`): which
-    rows fall at most at F is drawn as the gaps between them (a Bernoulli(F) process), without
-    a key for every row."""
-
-    def __init__(self, rows: int, given: np.ndarray | None = None,
-                 rng: np.random.Generator | None = None) -> None:
-        self.rows = rows
-        self._given = given
-        self._rng = rng
-        self._floor = 0.0
-
-    @classmethod
-    def given(cls, keys: np.ndarray) -> Keys:
-        return cls(len(keys), given=keys)
-
-    @classmethod
-    def drawn(cls, rows: int, rng: np.random.Generator) -> Keys:
-        return cls(rows, rng=rng)
-
-    def at_most(self, floor: float) -> np.ndarray:
-        """The (sorted) positions of the rows whose key is at most ``floor``; asked once."""
-        self._floor = floor
-        if self._given is not None:
-            return np.flatnonzero(self._given <= floor)
-        assert self._rng is not None
-        if floor >= 1.0:
-            return np.arange(self.rows)
-        gaps = self._rng.geometric(floor, size=int(self.rows * floor * 1.2) + 64)
-        positions = np.cumsum(gaps) - 1
-        while positions[-1] < self.rows:  # rare: more hits than expected
-            more = self._rng.geometric(floor, size=len(gaps))
-            positions = np.concatenate([positions, positions[-1] + np.cumsum(more)])
-        return positions[positions < self.rows]
-
-    def of(self, positions: np.ndarray, low: np.ndarray | bool) -> np.ndarray:
-        """The keys of rows ``positions``, given whether each is at most the floor."""
-        if self._given is not None:
-            return self._given[positions]
-        assert self._rng is not None
-        u = self._rng.random(len(positions))
-        if isinstance(low, bool):
-            return u * self._floor if low else self._floor + u * (1.0 - self._floor)
-        out = u * (1.0 - self._floor)  # in place: most rows are above the floor
-        out += self._floor
-        out[low] = u[low] * self._floor
-        return out
 
 
 class Strata:
@@ -143,6 +95,8 @@ class Strata:
             keys_ = np.array([k for st in given for k in (st.keys or [])], dtype=np.float64)
             self._live = LiveKeys.of(ids, keys_, size)
         self._live_keys = live_keys
+        #: admit with the compiled passes (see :mod:`colonnade.table.strata_compiled`) if built
+        self.compiled = compiled.AVAILABLE
         self._columns: list[dict[Any, int]] = []  # per key column: value -> index
         #: per key column: (type, the set of its known values in index order), to look values up
         self._lookups: list[tuple[pa.DataType, pc.SetLookupOptions] | None] = []
@@ -293,6 +247,10 @@ class Strata:
         sizes = tuple(len(k) for k in self._columns)
         if sizes != self._sizes:
             self._index_codes(sizes)
+        if self.compiled:
+            found_ = compiled.combined_ids(indices, sizes, self._codes)
+            if found_ is not None:
+                return found_
         codes = indices[0]
         for size, more in zip(sizes[1:], indices[1:], strict=True):
             codes = codes * size + more
@@ -343,6 +301,10 @@ class Strata:
             # -1 for a stratum not met yet (created below if a row has it)
             combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
             self._combos = (dictionaries, nulls, lists, combos)
+        if self.compiled:
+            found_ = compiled.combined_ids(indices, widths, combos)
+            if found_ is not None:
+                return found_
         local = indices[0].astype(np.intp)  # as an index, taken as is
         for width, more in zip(widths[1:], indices[1:], strict=True):
             local *= width
@@ -399,7 +361,10 @@ class Strata:
         for values, id_ in self.by_values.items():
             self._codes[self._code_of(values, sizes)] = id_
 
-    def _ensure_live(self) -> LiveKeys:
+    def set_live(self, live: LiveKeys) -> None:
+        self._live = live
+
+    def ensure_live(self) -> LiveKeys:
         """The live keys of the strata above the floor."""
         if self._live is None:
             ids, keys = self._live_keys() if self._live_keys is not None else (
@@ -418,6 +383,8 @@ class Strata:
         of their rows) are merged into their live keys (see :meth:`_merge`)."""
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
+        if self.compiled:
+            return compiled.admit(self, ids, keys)
         size = len(self.values)
         counts = np.bincount(ids, minlength=size)
         above = self.threshold > self.fraction
@@ -435,7 +402,7 @@ class Strata:
         low[np.searchsorted(rows_above, hits[hit_above])] = True
         row_keys = keys.of(rows_above, low)
         above_ids = ids[rows_above]
-        bound = self._bound(counts)
+        bound = self.bound(counts)
         candidate = row_keys <= bound[above_ids]
         tight = bound < self.threshold
         if tight.any():  # a stratum short of K keys under its bound is taken whole
@@ -464,7 +431,7 @@ class Strata:
         c_order = ordered(c_ids, c_keys)
         order = np.argsort(c_order)  # one float sort: ties are checked for below
         c_ids, c_keys, c_rows, c_order = c_ids[order], c_keys[order], c_rows[order], c_order[order]
-        live = self._ensure_live()
+        live = self.ensure_live()
         size = len(self.values)
         at = np.searchsorted(live.order, c_order)
         into = at + np.arange(len(at))  # where each candidate lands
@@ -510,7 +477,7 @@ class Strata:
         new = c_keys <= self.threshold[c_ids]
         return c_rows[new], c_keys[new]
 
-    def _bound(self, counts: np.ndarray) -> np.ndarray:
+    def bound(self, counts: np.ndarray) -> np.ndarray:
         """Per stratum, a key bound at most its threshold above which none of ``counts`` new
         rows can stay: the threshold falls to the K-th smallest key (or F), which is at most
         the K-th smallest new key, and ``c`` uniform keys hold at least K under
@@ -544,7 +511,7 @@ class Strata:
         self.kept -= counts
         self.dirty |= counts > 0
         if (self.threshold[ids] > self.fraction).any():
-            live = self._ensure_live()
+            live = self.ensure_live()
             live_ids = live.ids
             gone = set(zip(ids.tolist(), keys.tolist(), strict=True))
             stays = np.array([(i, k) not in gone for i, k in zip(live_ids.tolist(), live.keys.tolist(),

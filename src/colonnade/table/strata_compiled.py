@@ -1,0 +1,86 @@
+"""A sample's admission in compiled passes (the extension ``colonnade._strata``): the stratum id
+of every row in one pass over its key columns' value indices, and :meth:`Strata.admit
+<colonnade.table.strata.Strata.admit>` as a pass counting the rows of each stratum, a pass
+drawing each row's key and keeping or listing it, and a merge of the candidates into the live
+keys of the strata above the floor stratum by stratum (instead of a dozen NumPy passes over the
+rows and two over every live key; the NumPy code stays, and is used without the extension).
+Given the same keys, both give the same rows, keys and strata states."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from colonnade.table.live_keys import LiveKeys
+
+if TYPE_CHECKING:
+    from colonnade.table.row_keys import Keys
+    from colonnade.table.strata import Strata
+
+try:
+    from colonnade import _strata as _kernel
+except ImportError:  # built without a C compiler: the NumPy code admits
+    _kernel = None  # type: ignore[assignment]
+
+AVAILABLE = _kernel is not None
+
+
+def combined_ids(indices: Sequence[np.ndarray], widths: Sequence[int], table: np.ndarray) -> np.ndarray | None:
+    """``table[(indices[0] * widths[1] + indices[1]) * widths[2] + ...]`` per row, or None when
+    some combination has no id yet (-1 in ``table``: the caller creates its stratum)."""
+    assert _kernel is not None
+    out = np.empty(len(indices[0]), dtype=np.int64)
+    missing = _kernel.combine(tuple(np.ascontiguousarray(i) for i in indices), tuple(int(w) for w in widths),
+                              np.ascontiguousarray(table, dtype=np.int64), out)
+    return None if missing else out
+
+
+def admit(strata: Strata, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Strata.admit <colonnade.table.strata.Strata.admit>`, compiled."""
+    assert _kernel is not None
+    size = len(strata.values)
+    fraction, k = strata.fraction, strata.min_rows
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    counts = np.empty(size, dtype=np.int64)
+    _kernel.count(ids, counts)
+    above = strata.threshold > fraction
+    bound = np.where(above, strata.bound(counts), fraction)
+    given, seed = keys.for_kernel()
+    n = len(ids)
+    rows, out_keys, candidate = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n, dtype=np.uint8)
+    hits, got = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+
+    def scan() -> int:
+        return int(_kernel.scan(ids, given, seed, fraction, above.view(np.uint8), bound, rows, out_keys,
+                                candidate, hits, got))
+
+    m = scan()
+    short = above & (bound < strata.threshold) & (got < k)
+    if short.any():  # a stratum short of K keys under its bound is taken whole (same keys)
+        bound[short] = strata.threshold[short]
+        m = scan()
+    strata.kept += hits
+    rows, out_keys = rows[:m], out_keys[:m]
+    if m and got.any():
+        listed = np.flatnonzero(candidate[:m])
+        live = strata.ensure_live()
+        total = len(live.keys) + len(listed)
+        new_keys, new_order = np.empty(total), np.empty(total)
+        new_counts = np.empty(size, dtype=np.int64)
+        accept = np.empty(len(listed), dtype=np.uint8)
+        grown = (strata.population + counts) > k
+        written = _kernel.merge(ids[rows[listed]], out_keys[listed], got, live.keys,
+                                np.ascontiguousarray(live.counts, dtype=np.int64), grown.view(np.uint8),
+                                strata.threshold, strata.kept, fraction, k, new_keys, new_order, new_counts,
+                                accept)
+        strata.set_live(LiveKeys(new_keys[:written], new_order[:written], new_counts))
+        keep = candidate[:m] == 0
+        keep[listed] = accept.view(bool)
+        rows, out_keys = rows[keep], out_keys[keep]
+    else:
+        rows, out_keys = rows.copy(), out_keys.copy()
+    strata.population += counts
+    strata.dirty |= counts > 0
+    return rows, out_keys
