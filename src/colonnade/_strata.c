@@ -259,25 +259,31 @@ done:
 
 typedef struct {
     double key;
-    int64_t at; /* the candidate's position among the candidates (ties: in row order) */
+    int64_t at; /* the candidate's position among the candidates */
 } Entry;
 
-static int by_key(const void *a, const void *b) {
-    const Entry *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->at > y->at) - (x->at < y->at);
-}
-
-static void sort_entries(Entry *e, int64_t n) {
-    if (n <= 24) { /* insertion sort: most strata get a few candidates */
-        for (int64_t i = 1; i < n; i++) {
-            Entry v = e[i];
-            int64_t j = i - 1;
-            while (j >= 0 && by_key(&e[j], &v) > 0) { e[j + 1] = e[j]; j--; }
-            e[j + 1] = v;
+/* Sort doubles in place: quicksort (median of three, Hoare partition, which splits runs of
+ * equal keys evenly) down to insertion sort of short ranges. */
+static void sort_keys(double *v, int64_t n) {
+    while (n > 16) {
+        double a = v[0], b = v[n / 2], c = v[n - 1];
+        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = -1, j = n;
+        for (;;) {
+            do i++; while (v[i] < pivot);
+            do j--; while (v[j] > pivot);
+            if (i >= j) break;
+            double t = v[i]; v[i] = v[j]; v[j] = t;
         }
-    } else {
-        qsort(e, (size_t)n, sizeof(Entry), by_key);
+        /* [0, j] <= pivot <= [j + 1, n): recurse into the smaller side, loop on the larger */
+        if (j + 1 < n - j - 1) { sort_keys(v, j + 1); v += j + 1; n -= j + 1; }
+        else { sort_keys(v + j + 1, n - j - 1); n = j + 1; }
+    }
+    for (int64_t i = 1; i < n; i++) {
+        double x = v[i];
+        int64_t j = i - 1;
+        while (j >= 0 && v[j] > x) { v[j + 1] = v[j]; j--; }
+        v[j + 1] = x;
     }
 }
 
@@ -304,6 +310,7 @@ static PyObject *merge(PyObject *self, PyObject *args) {
     okeys.held = oorder.held = ocounts.held = accept.held = 0;
     PyObject *result = NULL;
     Entry *entries = NULL;
+    double *sorted = NULL; /* one stratum's candidate keys, sorted */
     int64_t *start = NULL;
     if (get_buf(cid_obj, &cid, 0, 8, "c_ids") < 0 || get_buf(ckey_obj, &ckey, 0, 8, "c_keys") < 0 ||
         get_buf(got_obj, &got, 0, 8, "got") < 0 || get_buf(lkeys_obj, &lkeys, 0, 8, "live_keys") < 0 ||
@@ -339,8 +346,9 @@ static PyObject *merge(PyObject *self, PyObject *args) {
         goto done;
     }
     entries = malloc((size_t)(nc ? nc : 1) * sizeof(Entry));
+    sorted = malloc((size_t)(nc ? nc : 1) * sizeof(double));
     start = malloc((size_t)(2 * size + 1) * sizeof(int64_t));
-    if (!entries || !start) {
+    if (!entries || !sorted || !start) {
         PyErr_NoMemory();
         goto done;
     }
@@ -382,13 +390,14 @@ static PyObject *merge(PyObject *self, PyObject *args) {
             }
             Entry *e = entries + lo;
             int64_t ne = hi - lo;
-            sort_entries(e, ne);
+            for (int64_t i = 0; i < ne; i++) sorted[i] = e[i].key;
+            sort_keys(sorted, ne);
             /* merged keys of the stratum, written at out[written..] */
             double *m = ok + written;
             int64_t a = 0, c = 0, have = nlive + ne;
             for (int64_t i = 0; i < have; i++) {
-                if (c >= ne || (a < nlive && live[a] <= e[c].key)) m[i] = live[a++];
-                else m[i] = e[c++].key;
+                if (c >= ne || (a < nlive && live[a] <= sorted[c])) m[i] = live[a++];
+                else m[i] = sorted[c++];
             }
             double threshold = t[s];
             if (gr[s] && have >= k) {
@@ -403,7 +412,7 @@ static PyObject *merge(PyObject *self, PyObject *args) {
             for (int64_t i = 0; i < stay; i++) oo[written + i] = 2.0 * (double)s + m[i];
             written += stay;
             oc[s] = stay;
-            for (int64_t i = 0; i < ne; i++) acc[e[i].at] = e[i].key <= threshold;
+            for (int64_t i = 0; i < ne; i++) acc[e[i].at] = e[i].key <= threshold; /* in any order */
         }
     }
     Py_END_ALLOW_THREADS
@@ -414,6 +423,7 @@ static PyObject *merge(PyObject *self, PyObject *args) {
     result = PyLong_FromSsize_t(written);
 done:
     free(entries);
+    free(sorted);
     free(start);
     release(&cid); release(&ckey); release(&got); release(&lkeys); release(&lcounts); release(&grown);
     release(&thr); release(&kept); release(&okeys); release(&oorder); release(&ocounts); release(&accept);

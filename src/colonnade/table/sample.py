@@ -266,9 +266,10 @@ class _Part:
 
     def write(self, table: pa.Table) -> None:
         if self.rows is None:
-            # rows a later admission of the append evicts are not written
-            self.rows = SampleRows(self.sample, live=partial(_live, strata=self.admitter.state.strata),
-                                   level=APPENDED_ZSTD_LEVEL)
+            # held (up to HOLD_ROWS) until the append's last admission: rows a later one
+            # evicted are not written (early in a stream, most of those it admits)
+            self.rows = SampleRows(self.sample, hold=HOLD_ROWS, level=APPENDED_ZSTD_LEVEL,
+                                   live=partial(_live, strata=self.admitter.state.strata))
         self.rows.write(table)
 
 

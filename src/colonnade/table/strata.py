@@ -310,8 +310,8 @@ class Strata:
             local *= width
             local += more
         found = combos[local]
-        if (found < 0).any():
-            new = np.unique(local[found < 0])
+        if (found < 0).any():  # combinations met for the first time (a few of many rows)
+            new = np.flatnonzero(np.bincount(local[found < 0], minlength=len(combos)))
             flat = np.unravel_index(new, widths)
             combos[new] = self._ids_of([v[i] for v, i in zip(lists, flat, strict=True)])
             found = combos[local]
