@@ -288,26 +288,26 @@ static void sort_keys(double *v, int64_t n) {
 }
 
 /* merge(c_ids, c_keys, got, live_keys, live_counts, grown, threshold, kept, fraction, k,
- *       out_keys, out_order, out_counts, accept) -> live keys written
+ *       out_keys, out_counts, accept) -> live keys written
  *
  * The candidates (stratum ids and keys, got[s] of stratum s) are merged into the live keys of
  * the strata above the floor (sorted by stratum, then key; live_counts[s] of stratum s). A
  * touched stratum's threshold falls to its k-th smallest key (never below ``fraction``) when
  * it has grown past k rows (grown[s]) and has k keys; kept[s] becomes its keys at most its
- * threshold, and those stay live unless the threshold reached the floor. out_keys/out_order
- * (2 s + key)/out_counts get the new live keys; accept[i] tells whether candidate i stays. */
+ * threshold, and those stay live unless the threshold reached the floor. out_keys/out_counts
+ * get the new live keys; accept[i] tells whether candidate i stays. */
 static PyObject *merge(PyObject *self, PyObject *args) {
     PyObject *cid_obj, *ckey_obj, *got_obj, *lkeys_obj, *lcounts_obj, *grown_obj, *thr_obj, *kept_obj;
-    PyObject *okeys_obj, *oorder_obj, *ocounts_obj, *accept_obj;
+    PyObject *okeys_obj, *ocounts_obj, *accept_obj;
     double fraction;
     long long k;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOdLOOOO", &cid_obj, &ckey_obj, &got_obj, &lkeys_obj, &lcounts_obj,
-                          &grown_obj, &thr_obj, &kept_obj, &fraction, &k, &okeys_obj, &oorder_obj, &ocounts_obj,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOdLOOO", &cid_obj, &ckey_obj, &got_obj, &lkeys_obj, &lcounts_obj,
+                          &grown_obj, &thr_obj, &kept_obj, &fraction, &k, &okeys_obj, &ocounts_obj,
                           &accept_obj))
         return NULL;
-    Buf cid, ckey, got, lkeys, lcounts, grown, thr, kept, okeys, oorder, ocounts, accept;
+    Buf cid, ckey, got, lkeys, lcounts, grown, thr, kept, okeys, ocounts, accept;
     cid.held = ckey.held = got.held = lkeys.held = lcounts.held = grown.held = thr.held = kept.held = 0;
-    okeys.held = oorder.held = ocounts.held = accept.held = 0;
+    okeys.held = ocounts.held = accept.held = 0;
     PyObject *result = NULL;
     Entry *entries = NULL;
     double *sorted = NULL; /* one stratum's candidate keys, sorted */
@@ -316,20 +316,20 @@ static PyObject *merge(PyObject *self, PyObject *args) {
         get_buf(got_obj, &got, 0, 8, "got") < 0 || get_buf(lkeys_obj, &lkeys, 0, 8, "live_keys") < 0 ||
         get_buf(lcounts_obj, &lcounts, 0, 8, "live_counts") < 0 || get_buf(grown_obj, &grown, 0, 1, "grown") < 0 ||
         get_buf(thr_obj, &thr, 1, 8, "threshold") < 0 || get_buf(kept_obj, &kept, 1, 8, "kept") < 0 ||
-        get_buf(okeys_obj, &okeys, 1, 8, "out_keys") < 0 || get_buf(oorder_obj, &oorder, 1, 8, "out_order") < 0 ||
+        get_buf(okeys_obj, &okeys, 1, 8, "out_keys") < 0 ||
         get_buf(ocounts_obj, &ocounts, 1, 8, "out_counts") < 0 || get_buf(accept_obj, &accept, 1, 1, "accept") < 0)
         goto done;
     Py_ssize_t nc = count_of(&cid), size = count_of(&got), nl = count_of(&lkeys), sl = count_of(&lcounts);
     if (count_of(&ckey) != nc || count_of(&accept) != nc || sl > size || count_of(&grown) != size ||
         count_of(&thr) != size || count_of(&kept) != size || count_of(&ocounts) != size ||
-        count_of(&okeys) < nl + nc || count_of(&oorder) < nl + nc || k < 1) {
+        count_of(&okeys) < nl + nc || k < 1) {
         PyErr_SetString(PyExc_ValueError, "merge: buffers of the wrong sizes");
         goto done;
     }
     const int64_t *ci = cid.view.buf, *g = got.view.buf, *lc = lcounts.view.buf;
     const double *ck = ckey.view.buf, *lk = lkeys.view.buf;
     const uint8_t *gr = grown.view.buf;
-    double *t = thr.view.buf, *ok = okeys.view.buf, *oo = oorder.view.buf;
+    double *t = thr.view.buf, *ok = okeys.view.buf;
     int64_t *kp = kept.view.buf, *oc = ocounts.view.buf;
     uint8_t *acc = accept.view.buf;
     int64_t total_live = 0, total_got = 0;
@@ -380,10 +380,7 @@ static PyObject *merge(PyObject *self, PyObject *args) {
             live_at += nlive;
             if (hi - lo != g[s]) { bad = 1; break; }
             if (g[s] == 0) {
-                for (int64_t i = 0; i < nlive; i++) {
-                    ok[written + i] = live[i];
-                    oo[written + i] = 2.0 * (double)s + live[i];
-                }
+                memcpy(ok + written, live, (size_t)nlive * sizeof(double));
                 written += nlive;
                 oc[s] = nlive;
                 continue;
@@ -409,7 +406,6 @@ static PyObject *merge(PyObject *self, PyObject *args) {
             t[s] = threshold;
             kp[s] = kept_here;
             int64_t stay = threshold > fraction ? kept_here : 0;
-            for (int64_t i = 0; i < stay; i++) oo[written + i] = 2.0 * (double)s + m[i];
             written += stay;
             oc[s] = stay;
             for (int64_t i = 0; i < ne; i++) acc[e[i].at] = e[i].key <= threshold; /* in any order */
@@ -426,7 +422,7 @@ done:
     free(sorted);
     free(start);
     release(&cid); release(&ckey); release(&got); release(&lkeys); release(&lcounts); release(&grown);
-    release(&thr); release(&kept); release(&okeys); release(&oorder); release(&ocounts); release(&accept);
+    release(&thr); release(&kept); release(&okeys); release(&ocounts); release(&accept);
     return result;
 }
 

@@ -9,6 +9,6 @@ def scan(ids: np.ndarray, keys: np.ndarray | None, seed: int, fraction: float, a
          hits: np.ndarray, got: np.ndarray) -> int: ...
 def merge(c_ids: np.ndarray, c_keys: np.ndarray, got: np.ndarray, live_keys: np.ndarray,
           live_counts: np.ndarray, grown: np.ndarray, threshold: np.ndarray, kept: np.ndarray,
-          fraction: float, k: int, out_keys: np.ndarray, out_order: np.ndarray, out_counts: np.ndarray,
+          fraction: float, k: int, out_keys: np.ndarray, out_counts: np.ndarray,
           accept: np.ndarray) -> int: ...
 

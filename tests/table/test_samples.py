@@ -367,6 +367,34 @@ def test_builds_and_catch_ups_write_their_rows_as_they_come(store: Store, monkey
     _check(store)
 
 
+def test_an_append_copies_the_rows_its_admissions_took_once_and_only_the_live_ones(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append admits its rows a part at a time (here every 400), and copies the rows it took
+    out of its batches after the last part, only those no later part evicted; or, once the
+    batches they pin hold more than PICKED_INPUT_ROWS rows (here 1: at every part), as it goes.
+    The samples (same seed, same rows) are the same either way, and hold no row evicted by the
+    append that wrote it."""
+    monkeypatch.setattr("colonnade.table.sample.ADMIT_WHILE_WRITING", 400)
+    taken: dict[int, list[tuple[list[int], int]]] = {}
+    for at, pinned in enumerate([1 << 30, 1]):
+        monkeypatch.setattr("colonnade.table.sample_rows.PICKED_INPUT_ROWS", pinned)
+        name = f"imps{at}"
+        ds = store.create_dataset(name, _rows(1, 0).schema, segment_rows=100_000)
+        store.create_sample(name, "geo,pub", 0.05, min_per_stratum=20, seed=3)
+        taken[pinned] = []
+        for seed in range(1, 4):
+            ds.append(pa.Table.from_batches(_rows(3_000, seed).to_batches(max_chunksize=200)))
+            s = store.dataset(f"{name}_by_geo_pub")
+            state = state_of(s, s.snapshot())
+            assert state.base_version == ds.snapshot().version
+            rows = s.to_arrow()
+            live = state.strata.live(rows.column("__stratum").to_numpy(), rows.column("__u").to_numpy())
+            taken[pinned].append((sorted(rows.column("id").to_pylist()), int(live.sum())))
+    assert taken[1 << 30] == taken[1]
+    rows, live = taken[1][0]
+    assert live == len(rows) > 0  # the first append wrote no row it evicted itself
+
+
 def test_dropping_a_dataset_drops_its_samples(store: Store) -> None:
     store.create_dataset("imps", _rows(1, 0).schema).append(_rows(1_000, 1))
     store.create_sample("imps", "geo", 0.1)

@@ -9,13 +9,14 @@ import numpy as np
 
 class LiveKeys:
     """The live keys of the strata above the floor, sorted by (stratum, key): each key, its
-    order (see :func:`ordered`, which also gives its stratum), and how many each stratum has."""
+    order (see :func:`ordered`, which also gives its stratum; made when first asked for if not
+    given), and how many each stratum has."""
 
-    __slots__ = ("keys", "order", "counts")
+    __slots__ = ("keys", "_order", "counts")
 
-    def __init__(self, keys: np.ndarray, order: np.ndarray, counts: np.ndarray) -> None:
+    def __init__(self, keys: np.ndarray, order: np.ndarray | None, counts: np.ndarray) -> None:
         self.keys = keys
-        self.order = order
+        self._order = order
         self.counts = counts
 
     @classmethod
@@ -25,8 +26,16 @@ class LiveKeys:
         return cls(keys, ordered(ids, keys), np.bincount(ids, minlength=size))
 
     @property
+    def order(self) -> np.ndarray:
+        if self._order is None:
+            self._order = ordered(self.ids, self.keys)
+        return self._order
+
+    @property
     def ids(self) -> np.ndarray:
-        return ids_of(self.order)
+        if self._order is None:
+            return np.repeat(np.arange(len(self.counts), dtype=np.int64), self.counts)
+        return ids_of(self._order)
 
 
 def inserted(values: np.ndarray, at: np.ndarray, more: np.ndarray) -> np.ndarray:

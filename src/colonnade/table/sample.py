@@ -62,9 +62,11 @@ from colonnade.table.sample_rows import (
     KEY_COLUMN,
     STRATUM_COLUMN,
     Admitter,
+    AppendedRows,
     Held,
     KeyEncoding,
     SampleRows,
+    live_rows,
 )
 from colonnade.table.scan import Scan
 from colonnade.table.strata import Strata, Stratum
@@ -75,12 +77,11 @@ SAMPLE_PROPERTY = "sample"
 _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
 #: Rows admitted at a time while an append writes them (what is left when it commits waits).
 ADMIT_WHILE_WRITING = 1 << 19
-#: The zstd level of the sample rows an append admits (the base's compaction rewrites them).
-APPENDED_ZSTD_LEVEL = 1
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
 ATTEMPTS = 20
 #: Sample rows a build or catch-up holds before writing them (the live ones) as it goes.
 HOLD_ROWS = 1 << 20
+
 
 
 
@@ -252,27 +253,6 @@ def maintain(base: Dataset, admitted: Admission | None = None, version: int | No
             catch_up(base, sample)
 
 
-class _Part:
-    """One sample's share of an :class:`Admission`: its admitter and the rows it gave, written
-    as they come."""
-
-    def __init__(self, sample: Dataset, state: SampleState, rng: np.random.Generator,
-                 columns: Sequence[str]) -> None:
-        self.sample = sample
-        self.admitter = Admitter(state, rng, columns, self.write)
-        self.rows: SampleRows | None = None
-        #: what its commit records of the strata, once the last rows are admitted
-        self.properties: dict[str, str] | None = None
-
-    def write(self, table: pa.Table) -> None:
-        if self.rows is None:
-            # held (up to HOLD_ROWS) until the append's last admission: rows a later one
-            # evicted are not written (early in a stream, most of those it admits)
-            self.rows = SampleRows(self.sample, hold=HOLD_ROWS, level=APPENDED_ZSTD_LEVEL,
-                                   live=partial(_live, strata=self.admitter.state.strata))
-        self.rows.write(table)
-
-
 class Admission:
     """The sample rows of an append, admitted while it writes its rows (so they are not read
     back after its commit), on a thread of their own (the append's encoding goes on meanwhile),
@@ -283,7 +263,7 @@ class Admission:
 
     def __init__(self, base: Dataset, read: Snapshot) -> None:
         self.read_version = read.version
-        self.parts: list[_Part] = []
+        self.parts: list[AppendedRows] = []
         self._held = Held(ADMIT_WHILE_WRITING)
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
@@ -298,7 +278,7 @@ class Admission:
                 continue  # behind: it catches up from the log after the commit
             # the keys of the version it commits if it is used (the log's reading draws others)
             rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
-            self.parts.append(_Part(sample, state, rng, columns))
+            self.parts.append(AppendedRows(sample, state, rng, columns))
         self._encoding = KeyEncoding(base.spec, [k for p in self.parts for k in p.admitter.state.settings.on])
 
     def add(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -332,6 +312,7 @@ class Admission:
             part.properties = None
         if last:
             for part in self.parts:
+                part.take()
                 if part.rows is not None:
                     part.rows.finish()
                 part.properties = part.admitter.state.strata.changed_properties()
@@ -360,8 +341,7 @@ class Admission:
         except Exception:  # noqa: BLE001 - dropping them all the same
             pass
         for part in self.parts:
-            if part.rows is not None:
-                part.rows.abort()
+            part.drop()
 
     def commit(self, version: int) -> set[str]:
         """The append committed ``version``: commit each sample's rows, if still valid; the
@@ -391,8 +371,7 @@ class Admission:
                 continue
             except BaseException:  # its rows and the other samples' are dropped (caught up later)
                 for rest in self.parts[at:]:
-                    if rest.rows is not None:
-                        rest.rows.abort()
+                    rest.drop()
                 raise
         return current
 
@@ -469,7 +448,7 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
 
     columns = [f.name for f in base.schema_at(target)]
     if all(c.kind not in ("compact", "delete") for c in commits):  # rows added only: written as they come
-        written = SampleRows(sample, hold=HOLD_ROWS, live=partial(_live, strata=state.strata))
+        written = SampleRows(sample, hold=HOLD_ROWS, live=partial(live_rows, strata=state.strata))
         _write_added(base, target, commits, state, columns, written)
         _commit(sample, state.settings, state.snapshot, state.strata, target.version, written, ())
         return
@@ -507,7 +486,7 @@ def _apply(base: Dataset, sample: Dataset, state: SampleState, commits: list[Com
     removed = tuple(rewrite)
     pending = [*rewrite.values(), *pending]
     if compacting:
-        pending = [_live(t, state.strata) for t in pending]
+        pending = [live_rows(t, state.strata) for t in pending]
     _commit(sample, state.settings, state.snapshot, state.strata, target.version, pending, removed)
 
 
@@ -536,13 +515,6 @@ def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.
     return table.filter(pa.array(~matched))
 
 
-def _live(table: pa.Table, strata: Strata) -> pa.Table:
-    if table.num_rows == 0:
-        return table
-    live = strata.live(table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
-    return table.filter(pa.array(live))
-
-
 def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: Snapshot,
              current: Snapshot | None) -> None:
     """Sample ``target`` afresh (new keys), replacing every row and stratum of ``current``."""
@@ -560,7 +532,7 @@ def _rebuild(base: Dataset, sample: Dataset, settings: SampleSettings, target: S
     if current is not None and changed:
         sample.spec = sample.spec.with_schema(schema)
     # written as they come, beyond HOLD_ROWS: a large dataset's sample is not held whole
-    written = SampleRows(sample, schema if changed else None, hold=HOLD_ROWS, live=partial(_live, strata=strata))
+    written = SampleRows(sample, schema if changed else None, hold=HOLD_ROWS, live=partial(live_rows, strata=strata))
     _write_added(base, target, [every], state, columns, written)
     removed = tuple(s.segment for s in current.segments) if current is not None else ()
     _commit(sample, settings, current, strata, target.version, written, removed,

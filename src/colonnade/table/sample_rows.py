@@ -5,6 +5,7 @@ ahead of the commit that records them (:class:`SampleRows`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,11 +22,20 @@ from colonnade.table.writer import SegmentWriter, write_segment
 if TYPE_CHECKING:
     from colonnade.table.dataset import Dataset
     from colonnade.table.sample import SampleState
+    from colonnade.table.strata import Strata
 
 STRATUM_COLUMN = "__stratum"
 KEY_COLUMN = "__u"
 #: Rows admitted at a time (the strata above the floor are merged once per admission).
 ADMIT_ROWS = 1 << 19
+#: The zstd level of the sample rows an append admits (the base's compaction rewrites them).
+APPENDED_ZSTD_LEVEL = 1
+#: Sample rows an append holds until its last admission (beyond, it writes the live ones).
+APPENDED_HOLD_ROWS = 1 << 20
+#: Rows of an append's batches its sample rows may pin before they are copied out of them.
+PICKED_INPUT_ROWS = 1 << 21
+#: Rows taken from batches: the batches, the rows' strata ids, their positions and keys.
+Pick = Callable[[list[pa.RecordBatch], np.ndarray, np.ndarray, np.ndarray], None]
 #: Values a dictionary shared by an append's batches grows to before a batch starts another.
 SHARED_DICTIONARY = 1 << 16
 
@@ -109,12 +119,15 @@ class Admitter:
     admission merges the strata above the floor once), and the sample rows they gave."""
 
     def __init__(self, state: SampleState, rng: np.random.Generator, columns: Sequence[str],
-                 sink: Callable[[pa.Table], None] | None = None) -> None:
+                 sink: Callable[[pa.Table], None] | None = None, pick: Pick | None = None) -> None:
         self.state = state
         self.rng = rng
         self.columns = list(columns)
         self.rows: list[pa.Table] = []  # unless given to ``sink`` as they come
         self._sink = sink if sink is not None else self.rows.append
+        #: given the rows taken (batches, stratum ids, positions, keys) instead of ``sink``
+        #: their copies, to copy later only those still live
+        self._pick = pick
         self._held = Held()
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -132,19 +145,24 @@ class Admitter:
         strata = self.state.strata
         ids = strata.ids(pa.Table.from_batches(batches), self.state.settings.on)
         positions, keys = strata.admit(ids, Keys.drawn(len(ids), self.rng))
-        if len(positions):
-            self._sink(sample_rows(batches, ids, positions, keys, self.columns))
+        if not len(positions):
+            return
+        if self._pick is not None:
+            self._pick(batches, ids[positions], positions, keys)
+        else:
+            self._sink(sample_rows(batches, ids[positions], positions, keys, self.columns))
 
 
 def sample_rows(batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.ndarray,
                  keys: np.ndarray, columns: Sequence[str]) -> pa.Table:
-    """Rows ``positions`` (sorted) of ``batches`` taken as one, with their stratum and key."""
+    """Rows ``positions`` (sorted) of ``batches`` taken as one, with their strata ``ids`` and
+    ``keys``."""
     starts = np.cumsum([0, *(b.num_rows for b in batches)])
     cuts = np.searchsorted(positions, starts)
     parts = [batch.select(list(columns)).take(pa.array(positions[lo:hi] - start))
              for batch, start, lo, hi in zip(batches, starts, cuts, cuts[1:], strict=False) if hi > lo]
     picked = pa.Table.from_batches(parts)
-    return picked.append_column(STRATUM_COLUMN, pa.array(ids[positions], pa.int64())) \
+    return picked.append_column(STRATUM_COLUMN, pa.array(ids, pa.int64())) \
         .append_column(KEY_COLUMN, pa.array(keys, pa.float64()))
 
 
@@ -218,3 +236,58 @@ class SampleRows:
         self._held = []
         if self._writer is not None:
             self._writer.abort()
+
+
+def live_rows(table: pa.Table, strata: Strata) -> pa.Table:
+    """The rows of ``table`` (sample rows) still live in ``strata``."""
+    if table.num_rows == 0:
+        return table
+    live = strata.live(table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
+    return table if live.all() else table.filter(pa.array(live))
+
+
+class AppendedRows:
+    """One sample's share of an :class:`~colonnade.table.sample.Admission`: its admitter and the rows it gave, copied
+    out of the append's batches once its last admission is done (only those still live: early
+    in a stream, a later admission evicts many), or sooner if the batches they pin hold more
+    than :data:`PICKED_INPUT_ROWS` rows."""
+
+    def __init__(self, sample: Dataset, state: SampleState, rng: np.random.Generator,
+                 columns: Sequence[str]) -> None:
+        self.sample = sample
+        self.columns = list(columns)
+        self.admitter = Admitter(state, rng, columns, pick=self.pick)
+        self.rows: SampleRows | None = None
+        #: what its commit records of the strata, once the last rows are admitted
+        self.properties: dict[str, str] | None = None
+        self._picks: list[tuple[list[pa.RecordBatch], np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pinned = 0
+
+    def pick(self, batches: list[pa.RecordBatch], ids: np.ndarray, positions: np.ndarray,
+             keys: np.ndarray) -> None:
+        self._picks.append((batches, ids, positions, keys))
+        self._pinned += sum(b.num_rows for b in batches)
+        if self._pinned > PICKED_INPUT_ROWS:
+            self.take()
+
+    def take(self) -> None:
+        """The live rows picked so far copied and written."""
+        picks, self._picks, self._pinned = self._picks, [], 0
+        strata = self.admitter.state.strata
+        for batches, ids, positions, keys in picks:
+            live = strata.live(ids, keys)
+            if not live.any():
+                continue
+            if not live.all():
+                ids, positions, keys = ids[live], positions[live], keys[live]
+            if self.rows is None:
+                # held (up to APPENDED_HOLD_ROWS) until the append's last admission: rows a later one
+                # evicted are not written
+                self.rows = SampleRows(self.sample, hold=APPENDED_HOLD_ROWS, level=APPENDED_ZSTD_LEVEL,
+                                       live=partial(live_rows, strata=strata))
+            self.rows.write(sample_rows(batches, ids, positions, keys, self.columns))
+
+    def drop(self) -> None:
+        self._picks, self._pinned = [], 0
+        if self.rows is not None:
+            self.rows.abort()

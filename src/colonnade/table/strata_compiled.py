@@ -67,15 +67,15 @@ def admit(strata: Strata, ids: np.ndarray, keys: Keys) -> tuple[np.ndarray, np.n
         listed = np.flatnonzero(candidate[:m])
         live = strata.ensure_live()
         total = len(live.keys) + len(listed)
-        new_keys, new_order = np.empty(total), np.empty(total)
+        new_keys = np.empty(total)
         new_counts = np.empty(size, dtype=np.int64)
         accept = np.empty(len(listed), dtype=np.uint8)
         grown = (strata.population + counts) > k
         written = _kernel.merge(ids[rows[listed]], out_keys[listed], got, live.keys,
                                 np.ascontiguousarray(live.counts, dtype=np.int64), grown.view(np.uint8),
-                                strata.threshold, strata.kept, fraction, k, new_keys, new_order, new_counts,
+                                strata.threshold, strata.kept, fraction, k, new_keys, new_counts,
                                 accept)
-        strata.set_live(LiveKeys(new_keys[:written], new_order[:written], new_counts))
+        strata.set_live(LiveKeys(new_keys[:written], None, new_counts))
         keep = candidate[:m] == 0
         keep[listed] = accept.view(bool)
         rows, out_keys = rows[keep], out_keys[keep]
