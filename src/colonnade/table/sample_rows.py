@@ -218,9 +218,10 @@ class SampleRows:
         if self._entries is None:
             tables = [t for t in self._take() if t.num_rows]
             if self._writer is None and self._hold and sum(t.num_rows for t in tables) <= self._settings.segment_rows:
+                # a stratum id column is no smaller as a dictionary, only slower to write
                 self._entries = [write_segment(self.store, self.spec, self.id,
                                                pa.concat_tables(tables).combine_chunks(),
-                                               self._settings)] if tables else []
+                                               self._settings, {STRATUM_COLUMN: False})] if tables else []
                 return self._entries
             self._spill(tables)
             assert self._writer is not None

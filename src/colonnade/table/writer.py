@@ -18,7 +18,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,13 +125,15 @@ def _stored_parts(commit_id: str, p: _Pending, encoded: list[tuple[bytes, ChunkS
 
 
 def write_segment(store: ChunkStore, spec: DatasetSpec, commit_id: str, table: pa.Table,
-                  settings: WriteSettings) -> SegmentEntry:
+                  settings: WriteSettings, dictionary: Mapping[str, bool] | None = None) -> SegmentEntry:
     """``table`` (rows of a dataset neither partitioned nor sorted, at most a segment's worth)
     stored as one segment, encoded on the calling thread: for a few thousand rows (a sample's
-    share of an append) a :class:`SegmentWriter`'s threads cost more than they save."""
+    share of an append) a :class:`SegmentWriter`'s threads cost more than they save.
+    ``dictionary``: whether a column is stored as a dictionary (the rule decides the others)."""
     assert not spec.partition_by and not spec.sort_by
-    encoded = [encode_chunk(column, settings.ipc_compression, None, settings.compression_level)
-               for column in table.columns]
+    hints = dictionary or {}
+    encoded = [encode_chunk(column, settings.ipc_compression, hints.get(name), settings.compression_level)
+               for name, column in zip(table.column_names, table.columns, strict=True)]
     p = _Pending(spec.partition_key(()), (), random.randrange(0, 2**20) * 1024, uuid.uuid4().hex,
                  table.num_rows, table.column_names, [])
     row, chunks, entry = _stored_parts(commit_id, p, encoded)
