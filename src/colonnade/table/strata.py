@@ -233,8 +233,17 @@ class Strata:
         chunks = [c.chunks if isinstance(c, pa.ChunkedArray) else [c] for c in chunked]
         if all(pa.types.is_dictionary(c.type) for c in chunked) and \
                 len({tuple(map(len, cs)) for cs in chunks}) == 1:
-            return np.concatenate([self._dictionary_ids(list(row)) for row in zip(*chunks, strict=True)
-                                   if len(row[0])] or [np.zeros(0, dtype=np.int64)])
+            out = np.empty(batch.num_rows, dtype=np.int64)  # each batch's ids written in place
+            at = 0
+            for row in zip(*chunks, strict=True):
+                if not len(row[0]):
+                    continue
+                part = out[at:at + len(row[0])]
+                found = self._dictionary_ids(list(row), part)
+                if found is not part:
+                    part[:] = found
+                at += len(row[0])
+            return out
         indices = []
         for at, column_chunks in enumerate(chunks):
             parts = [self._indices(at, chunk) for chunk in column_chunks if len(chunk)]
@@ -270,9 +279,10 @@ class Strata:
             found = self._codes[codes]
         return found
 
-    def _dictionary_ids(self, chunks: list[pa.DictionaryArray]) -> np.ndarray:
+    def _dictionary_ids(self, chunks: list[pa.DictionaryArray], out: np.ndarray | None = None) -> np.ndarray:
         """The stratum ids of rows whose key columns are dictionary arrays (see KeyEncoding):
-        the ids of every combination of their dictionaries' values, then one look-up per row."""
+        the ids of every combination of their dictionaries' values, then one look-up per row
+        (compiled: written in ``out`` if given)."""
         dictionaries = [chunk.dictionary for chunk in chunks]
         nulls = [chunk.indices.null_count > 0 for chunk in chunks]
         cached = self._combos
@@ -302,7 +312,7 @@ class Strata:
             combos = self._ids_of([g.ravel() for g in np.meshgrid(*lists, indexing="ij")], create=False)
             self._combos = (dictionaries, nulls, lists, combos)
         if self.compiled:
-            found_ = compiled.combined_ids(indices, widths, combos)
+            found_ = compiled.combined_ids(indices, widths, combos, out)
             if found_ is not None:
                 return found_
         local = indices[0].astype(np.intp)  # as an index, taken as is

@@ -27,11 +27,14 @@ except ImportError:  # built without a C compiler: the NumPy code admits
 AVAILABLE = _kernel is not None
 
 
-def combined_ids(indices: Sequence[np.ndarray], widths: Sequence[int], table: np.ndarray) -> np.ndarray | None:
-    """``table[(indices[0] * widths[1] + indices[1]) * widths[2] + ...]`` per row, or None when
-    some combination has no id yet (-1 in ``table``: the caller creates its stratum)."""
+def combined_ids(indices: Sequence[np.ndarray], widths: Sequence[int], table: np.ndarray,
+                 out: np.ndarray | None = None) -> np.ndarray | None:
+    """``table[(indices[0] * widths[1] + indices[1]) * widths[2] + ...]`` per row (in ``out``
+    if given), or None when some combination has no id yet (-1 in ``table``: the caller
+    creates its stratum)."""
     assert _kernel is not None
-    out = np.empty(len(indices[0]), dtype=np.int64)
+    if out is None:
+        out = np.empty(len(indices[0]), dtype=np.int64)
     missing = _kernel.combine(tuple(np.ascontiguousarray(i) for i in indices), tuple(int(w) for w in widths),
                               np.ascontiguousarray(table, dtype=np.int64), out)
     return None if missing else out
