@@ -19,7 +19,9 @@ import pyarrow.csv as pacsv
 import pytest
 
 from colonnade import Store
+from colonnade.encoding.chunk import FLAG_DICTIONARY
 from colonnade.errors import DatasetExistsError, SchemaError
+from colonnade.storage.base import ChunkRef
 from colonnade.table.commits import position_id
 from colonnade.table.dataset import SampleWarning
 from colonnade.table.sample import _commit, state_of
@@ -346,6 +348,24 @@ def test_sample_rows_of_an_append_are_one_segment_and_a_build_s_go_through_a_wri
     ds.append(_rows(600, 2))
     [added] = [e for e in s.snapshot().segments if e.segment not in {b.segment for b in built.segments}]
     assert 0 < added.rows < 1_000
+    _check(store)
+
+
+def test_sample_segments_store_the_stratum_column_plain(store: Store) -> None:
+    """The stratum id column of sample rows is stored plain (as a dictionary it is larger and
+    slower to write), by a build's writer and by an append's single segment alike."""
+    ds = store.create_dataset("imps", _rows(1, 0).schema, segment_rows=1_000)
+    ds.append(_rows(6_000, 1))
+    store.create_sample("imps", "geo,pub", 0.3, min_per_stratum=20)
+    ds.append(_rows(600, 2))
+    s = store.dataset("imps_by_geo_pub")
+    segments = s.snapshot().segments
+    assert len(segments) >= 3
+    refs = [ChunkRef(e.partition, column, e.segment, e.bucket) for e in segments for column in ("__stratum", "geo")]
+    flags = {(ref.segment, ref.column): data[5] for ref, data in s.store.get_chunks(s.name, refs)}
+    assert len(flags) == len(refs)
+    assert all(not f & FLAG_DICTIONARY for (_, column), f in flags.items() if column == "__stratum")
+    assert all(f & FLAG_DICTIONARY for (_, column), f in flags.items() if column == "geo")
     _check(store)
 
 

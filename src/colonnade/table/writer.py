@@ -160,7 +160,8 @@ class SegmentWriter:
 
     def __init__(self, store: ChunkStore, spec: DatasetSpec, commit_id: str,
                  settings: WriteSettings | None = None,
-                 on_segment: Callable[[SegmentEntry], None] | None = None) -> None:
+                 on_segment: Callable[[SegmentEntry], None] | None = None,
+                 dictionary: Mapping[str, bool] | None = None) -> None:
         self.store = store
         self.spec = spec
         self._sort_keys = spec.sort_keys()
@@ -178,7 +179,8 @@ class SegmentWriter:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="colonnade-encode")
         # segments whose columns are being encoded; bounded, so encoding can't run far ahead
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=3)
-        self._dictionary_hint: dict[str, bool] = {}
+        # per column: whether the last segment stored it as a dictionary (``dictionary``: given)
+        self._dictionary_hint: dict[str, bool] = dict(dictionary or {})
         self._batches_seen = 0
         self._row_bytes = 0.0
         self._stored = threading.Condition()  # notified as the store thread stores segments
