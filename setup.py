@@ -4,5 +4,5 @@ and the NumPy code admits."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("colonnade._strata", ["src/colonnade/_strata.c"], optional=True,
+setup(ext_modules=[Extension("colonnade.table._strata", ["src/colonnade/table/_strata.c"], optional=True,
                              extra_compile_args=["-O2"])])

@@ -1,4 +1,4 @@
-"""The compiled admission (``colonnade._strata``) against the NumPy one: given the same keys,
+"""The compiled admission (``colonnade.table._strata``) against the NumPy one: given the same keys,
 the same rows, keys, strata states and live keys, batch after batch; and bad buffers refused
 with an error, not read past."""
 

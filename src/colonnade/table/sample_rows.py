@@ -251,10 +251,10 @@ def live_rows(table: pa.Table, strata: Strata) -> pa.Table:
 
 
 class AppendedRows:
-    """One sample's share of an :class:`~colonnade.table.sample.Admission`: its admitter and the rows it gave, copied
-    out of the append's batches once its last admission is done (only those still live: early
-    in a stream, a later admission evicts many), or sooner if the batches they pin hold more
-    than :data:`PICKED_INPUT_ROWS` rows."""
+    """One sample's share of an append's :class:`~colonnade.table.sample.Admission`: its
+    admitter and the rows it took, copied out of the append's batches once its last admission
+    is done (only those still live: early in a stream, a later admission evicts many), or
+    sooner if the batches they pin hold more than :data:`PICKED_INPUT_ROWS` rows."""
 
     def __init__(self, sample: Dataset, state: SampleState, rng: np.random.Generator,
                  columns: Sequence[str]) -> None:
@@ -285,8 +285,8 @@ class AppendedRows:
             if not live.all():
                 ids, positions, keys = ids[live], positions[live], keys[live]
             if self.rows is None:
-                # held (up to APPENDED_HOLD_ROWS) until the append's last admission: rows a later one
-                # evicted are not written
+                # held (up to APPENDED_HOLD_ROWS) until the append's last admission: rows
+                # a later one evicted are not written
                 self.rows = SampleRows(self.sample, hold=APPENDED_HOLD_ROWS, level=APPENDED_ZSTD_LEVEL,
                                        live=partial(live_rows, strata=strata))
             self.rows.write(sample_rows(batches, ids, positions, keys, self.columns))

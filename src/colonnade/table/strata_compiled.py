@@ -1,4 +1,4 @@
-"""A sample's admission in compiled passes (the extension ``colonnade._strata``): the stratum id
+"""A sample's admission in compiled passes (the extension ``colonnade.table._strata``): the stratum id
 of every row in one pass over its key columns' value indices, and :meth:`Strata.admit
 <colonnade.table.strata.Strata.admit>` as a pass counting the rows of each stratum, a pass
 drawing each row's key and keeping or listing it, and a merge of the candidates into the live
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from colonnade.table.strata import Strata
 
 try:
-    from colonnade import _strata as _kernel
+    from colonnade.table import _strata as _kernel
 except ImportError:  # built without a C compiler: the NumPy code admits
     _kernel = None  # type: ignore[assignment]
 
