@@ -415,6 +415,46 @@ def test_an_append_copies_the_rows_its_admissions_took_once_and_only_the_live_on
     assert live == len(rows) > 0  # the first append wrote no row it evicted itself
 
 
+def test_an_append_reads_samples_it_met_before_on_its_sampling_thread(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first append of a process reads its samples before writing; later ones read them on
+    the sampling thread while they write. A sample dropped and made again under its name on
+    other columns meanwhile is maintained on its new columns."""
+    import threading
+
+    from colonnade.table import sample as sample_module
+
+    readers: list[str] = []
+    real = sample_module.state_of
+
+    def state_of(*args: object, **kwargs: object) -> object:
+        readers.append(threading.current_thread().name)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sample_module, "state_of", state_of)
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(2_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20, name="s")
+    readers.clear()
+    ds.append(_rows(2_000, 2))
+    assert readers and not any(r.startswith("colonnade-sample") for r in readers)
+    readers.clear()
+    ds.append(_rows(2_000, 3))
+    assert readers and all(r.startswith("colonnade-sample") for r in readers)
+    _check(store, "s")
+    store.drop_sample("s")
+    store.create_sample("imps", "pub", 0.05, min_per_stratum=20, name="s")
+    ds.append(_rows(2_000, 4))
+    s = store.dataset("s")
+    state = state_of(s, s.snapshot())
+    assert state.base_version == ds.snapshot().version and state.settings.on == ("pub",)
+    table = ds.to_arrow()
+    expected: dict[tuple[object, ...], int] = {}
+    for p in table.column("pub").to_pylist():
+        expected[(p,)] = expected.get((p,), 0) + 1
+    assert {st.values: st.population for st in state.strata.by_id.values() if st.population} == expected
+
+
 def test_dropping_a_dataset_drops_its_samples(store: Store) -> None:
     store.create_dataset("imps", _rows(1, 0).schema).append(_rows(1_000, 1))
     store.create_sample("imps", "geo", 0.1)

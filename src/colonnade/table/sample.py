@@ -75,6 +75,9 @@ SAMPLE_PROPERTY = "sample"
 #: The strata each sample object committed last, by the version its commit made (see
 #: :func:`state_of`).
 _COMMITTED: weakref.WeakKeyDictionary[Dataset, tuple[int, Strata]] = weakref.WeakKeyDictionary()
+#: Per base dataset: the key columns of each sample one of its appends met (a sample's settings
+#: never change; one dropped and made again under its name is read before its rows are admitted).
+_KEY_COLUMNS: weakref.WeakKeyDictionary[Dataset, dict[str, tuple[str, ...]]] = weakref.WeakKeyDictionary()
 #: Rows admitted at a time while an append writes them (what is left when it commits waits).
 ADMIT_WHILE_WRITING = 1 << 19
 #: Maintenance attempts when other processes keep committing to the sample meanwhile.
@@ -268,22 +271,37 @@ class Admission:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
         self._committed = False  # or dropped
+        names = sample_names(read)
+        self._sampled = bool(names)
         columns = [f.name for f in base.schema_at(read)]
-        for name in sample_names(read):
+        known = _KEY_COLUMNS.setdefault(base, {})
+        if names and all(name in known for name in names):
+            # samples an earlier append met: their key columns are known, and they are read
+            # on the sampling thread while this append starts writing (a round trip or two)
+            keys = [k for name in names for k in known[name]]
+            self._run(self._open, base, read, names, columns)
+        else:
+            self._open(base, read, names, columns)
+            keys = [k for p in self.parts for k in p.admitter.state.settings.on]
+        self._encoding = KeyEncoding(base.spec, keys)
+
+    def _open(self, base: Dataset, read: Snapshot, names: list[str], columns: list[str]) -> None:
+        """The samples this append maintains: those at the version it read."""
+        for name in names:
             sample = _sample_dataset(base, name)
             if sample is None:
                 continue
             state = state_of(sample, sample.snapshot(), take=True)
+            _KEY_COLUMNS.setdefault(base, {})[name] = tuple(state.settings.on)
             if state.base_version != read.version:
                 continue  # behind: it catches up from the log after the commit
             # the keys of the version it commits if it is used (the log's reading draws others)
             rng = np.random.default_rng([state.settings.seed, 1, read.version + 1])
             self.parts.append(AppendedRows(sample, state, rng, columns))
-        self._encoding = KeyEncoding(base.spec, [k for p in self.parts for k in p.admitter.state.settings.on])
 
     def add(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Hold ``batch`` for admission; the batch the append writes (see :class:`KeyEncoding`)."""
-        if not self.parts:
+        if not self._sampled:
             return batch
         batch = self._encoding(batch)
         full = self._held.add(batch)
@@ -295,13 +313,17 @@ class Admission:
         """The append has handed over all its rows: the last ones are admitted and the sample
         rows finished (encoded and stored) while the append finishes writing and commits, so
         that its sample's commit only records them."""
-        if self.parts and not self._committed:
+        if self._sampled and not self._committed:
             self._submit(self._held.take(), last=True)
 
     def _submit(self, held: list[pa.RecordBatch], last: bool = False) -> None:
+        self._run(self._admit, held, last)
+
+    def _run(self, task: Callable[..., None], *args: Any) -> None:
+        """``task`` run on the admissions' thread, after those submitted before it."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colonnade-sample")
-        self._pending.append(self._pool.submit(self._admit, held, last))
+        self._pending.append(self._pool.submit(task, *args))
 
     def _admit(self, batches: list[pa.RecordBatch], last: bool = False) -> None:
         """Admit ``batches`` (on the admissions' one thread, in turn); after the ``last``, the
