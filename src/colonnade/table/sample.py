@@ -86,8 +86,6 @@ ATTEMPTS = 20
 HOLD_ROWS = 1 << 20
 
 
-
-
 @dataclass(frozen=True)
 class SampleSettings:
     base: str
@@ -259,7 +257,8 @@ def maintain(base: Dataset, admitted: Admission | None = None, version: int | No
 class Admission:
     """The sample rows of an append, admitted while it writes its rows (so they are not read
     back after its commit), on a thread of their own (the append's encoding goes on meanwhile),
-    and written as they come: after the append's commit, its sample's commit only records them.
+    and stored after its last admission while the append finishes: after the append's commit,
+    its sample's commit only records them.
     Used only if the append's commit is the version right after the one it read and no one
     committed to the sample meanwhile; otherwise the sample catches up from the log, and what
     was admitted here is dropped."""
@@ -274,7 +273,7 @@ class Admission:
         names = sample_names(read)
         self._sampled = bool(names)
         columns = [f.name for f in base.schema_at(read)]
-        known = _KEY_COLUMNS.setdefault(base, {})
+        known = _KEY_COLUMNS.get(base, {})
         if names and all(name in known for name in names):
             # samples an earlier append met: their key columns are known, and they are read
             # on the sampling thread while this append starts writing (a round trip or two)

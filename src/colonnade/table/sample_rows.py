@@ -30,7 +30,7 @@ KEY_COLUMN = "__u"
 ADMIT_ROWS = 1 << 19
 #: Columns of sample rows stored plain: a stratum id column is no smaller as a dictionary (the
 #: ad impressions' samples: 36 KB plain, 42 KB as a dictionary per 20K rows), only slower to write.
-STORED_PLAIN = {STRATUM_COLUMN: False}
+STORED_PLAIN = (STRATUM_COLUMN,)
 #: The zstd level of the sample rows an append admits (the base's compaction rewrites them).
 APPENDED_ZSTD_LEVEL = 1
 #: Sample rows an append holds until its last admission (beyond, it writes the live ones).
@@ -207,7 +207,7 @@ class SampleRows:
         """``tables`` written through a segment writer (started the first time)."""
         if self._writer is None:
             self._writer = SegmentWriter(self.store, self.spec, self.id, self._settings,
-                                         dictionary=STORED_PLAIN)
+                                         plain=STORED_PLAIN)
         try:
             for table in tables:
                 for batch in table.to_batches():

@@ -18,7 +18,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,14 +125,14 @@ def _stored_parts(commit_id: str, p: _Pending, encoded: list[tuple[bytes, ChunkS
 
 
 def write_segment(store: ChunkStore, spec: DatasetSpec, commit_id: str, table: pa.Table,
-                  settings: WriteSettings, dictionary: Mapping[str, bool] | None = None) -> SegmentEntry:
+                  settings: WriteSettings, plain: Collection[str] = ()) -> SegmentEntry:
     """``table`` (rows of a dataset neither partitioned nor sorted, at most a segment's worth)
     stored as one segment, encoded on the calling thread: for a few thousand rows (a sample's
     share of an append) a :class:`SegmentWriter`'s threads cost more than they save.
-    ``dictionary``: whether a column is stored as a dictionary (the rule decides the others)."""
+    ``plain``: columns never stored as a dictionary (the rule decides the others)."""
     assert not spec.partition_by and not spec.sort_by
-    hints = dictionary or {}
-    encoded = [encode_chunk(column, settings.ipc_compression, hints.get(name), settings.compression_level)
+    encoded = [encode_chunk(column, settings.ipc_compression, False if name in plain else None,
+                            settings.compression_level)
                for name, column in zip(table.column_names, table.columns, strict=True)]
     p = _Pending(spec.partition_key(()), (), random.randrange(0, 2**20) * 1024, uuid.uuid4().hex,
                  table.num_rows, table.column_names, [])
@@ -161,7 +161,7 @@ class SegmentWriter:
     def __init__(self, store: ChunkStore, spec: DatasetSpec, commit_id: str,
                  settings: WriteSettings | None = None,
                  on_segment: Callable[[SegmentEntry], None] | None = None,
-                 dictionary: Mapping[str, bool] | None = None) -> None:
+                 plain: Collection[str] = ()) -> None:
         self.store = store
         self.spec = spec
         self._sort_keys = spec.sort_keys()
@@ -179,8 +179,8 @@ class SegmentWriter:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="colonnade-encode")
         # segments whose columns are being encoded; bounded, so encoding can't run far ahead
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=3)
-        # per column: whether the last segment stored it as a dictionary (``dictionary``: given)
-        self._dictionary_hint: dict[str, bool] = dict(dictionary or {})
+        # per column: whether the last segment stored it as a dictionary (``plain``: never tried)
+        self._dictionary_hint: dict[str, bool] = dict.fromkeys(plain, False)
         self._batches_seen = 0
         self._row_bytes = 0.0
         self._stored = threading.Condition()  # notified as the store thread stores segments
