@@ -166,8 +166,15 @@ class Strata:
 
     def changed_properties(self) -> dict[str, str]:
         out = {}
+        texts: dict[tuple[type, Any], str] = {}  # each key value's JSON (a value is in many strata)
         for i in np.flatnonzero(self.created).tolist():
-            out[f"{VALUES_PREFIX}{i}"] = json.dumps([value_to_json(v) for v in self.values[i] or ()])
+            parts = []
+            for v in self.values[i] or ():
+                text = texts.get((type(v), v))
+                if text is None:
+                    text = texts[(type(v), v)] = json.dumps(value_to_json(v))
+                parts.append(text)
+            out[f"{VALUES_PREFIX}{i}"] = "[" + ", ".join(parts) + "]"
         for b in np.unique(np.flatnonzero(self.dirty) // BLOCK).tolist():
             lo, hi = b * BLOCK, min((b + 1) * BLOCK, len(self.values))
             out[f"{BLOCK_PREFIX}{b}"] = _block_text(self.population[lo:hi], self.kept[lo:hi],
@@ -268,13 +275,9 @@ class Strata:
         if create and missing.any():
             lists = [list(k) for k in self._columns]
             new = np.unique(codes[missing])
-            keys = []
-            for code in new.tolist():
-                picked: list[Any] = []
-                for size, known in zip(reversed(sizes), reversed(lists), strict=True):
-                    code, index = divmod(code, size)
-                    picked.append(known[index])
-                keys.append(tuple(reversed(picked)))
+            digits = np.unravel_index(new, sizes)  # each new combination's value indices
+            columns = [[known[i] for i in d.tolist()] for known, d in zip(lists, digits, strict=True)]
+            keys = list(zip(*columns, strict=True))
             self._codes[new] = self.strata(keys)
             found = self._codes[codes]
         return found
