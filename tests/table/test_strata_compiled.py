@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from colonnade.table import strata_compiled
@@ -91,3 +92,47 @@ def test_ids_outside_the_strata_are_refused() -> None:
         strata_compiled.combined_ids([np.array([0, 5], dtype=np.int32)], [3], np.zeros(3, dtype=np.int64))
     with pytest.raises(ValueError, match="an entry per combination"):
         strata_compiled.combined_ids([np.array([0, 1]), np.array([0, 1])], [2, 2], np.zeros(3, dtype=np.int64))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_string_lookup_agrees_with_index_in(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    kind = pa.large_string() if seed % 3 == 0 else pa.string()
+    words = ["", "a", "CA", "pub17", "exactly8", "a longer value of many bytes", "ünïcode", "CA "]
+    words += [f"w{i}" * int(rng.integers(1, 6)) for i in range(int(rng.integers(0, 300)))]
+    words = list(dict.fromkeys(words))
+    dictionary = pa.array(words, kind)
+    values = [None if rng.random() < 0.1 else words[int(rng.integers(0, len(words)))]
+              for _ in range(int(rng.integers(0, 3000)))]
+    column = pa.array(values, kind)
+    if len(column) > 10 and seed % 2:
+        column = column.slice(int(rng.integers(0, 7)), len(column) - 10)  # at a bit offset
+    found = strata_compiled.string_indices(column, dictionary)
+    assert found is not None
+    expected = pc.index_in(column, value_set=dictionary)
+    assert found.equals(expected.cast(pa.int32()))
+    assert found.null_count == column.null_count
+    # a value not in the dictionary: None (the caller grows it)
+    missing = pa.concat_arrays([column, pa.array(["not there"], kind)])
+    assert strata_compiled.string_indices(missing, dictionary) is None
+    # not strings: None (pc.index_in looks them up)
+    assert strata_compiled.string_indices(column.cast(pa.binary()), dictionary.cast(pa.binary())) is None
+
+
+def test_string_offsets_outside_their_data_are_refused() -> None:
+    from colonnade.table import _strata
+
+    out = np.empty(2, dtype=np.int32)
+    data = np.frombuffer(b"abcd", dtype=np.uint8)
+    with pytest.raises(ValueError, match="outside their data"):
+        _strata.lookup(np.array([0, 2, 9], dtype=np.int32), data, None, 0, np.array([0, 2], dtype=np.int32),
+                       data, out)
+    with pytest.raises(ValueError, match="outside their data"):
+        _strata.lookup(np.array([0, 2, 4], dtype=np.int32), data, None, 0, np.array([0, 3, 1], dtype=np.int32),
+                       data, out)
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        _strata.lookup(np.array([0, 2, 4], dtype=np.int32), data, np.zeros(0, dtype=np.uint8), 0,
+                       np.array([0, 2], dtype=np.int32), data, out)
+    with pytest.raises(TypeError, match="the same for both"):
+        _strata.lookup(np.array([0, 2, 4], dtype=np.int32), data, None, 0, np.array([0, 2], dtype=np.int64),
+                       data, out)

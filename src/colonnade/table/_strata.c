@@ -1,5 +1,6 @@
 /* Compiled passes of a stratified sample's admission (see colonnade/table/strata.py, whose
- * NumPy code is the reference these passes reproduce given the same keys).
+ * NumPy code is the reference these passes reproduce given the same keys), and the look-up of
+ * an append's key strings in their shared dictionary (see KeyEncoding in sample_rows.py).
  *
  * Every function takes contiguous buffers that the caller allocated (NumPy arrays), checks
  * their sizes and the indices it follows, and runs without the GIL. */
@@ -426,11 +427,167 @@ done:
     return result;
 }
 
+/* The first eight bytes of a string (zero beyond its end): its whole value when it has at most
+ * eight, read as one word when the buffer holds eight bytes from its start. */
+static inline uint64_t head_word(const uint8_t *buf, int64_t buflen, int64_t lo, int64_t len) {
+    uint64_t w = 0;
+    if (len >= 8) {
+        memcpy(&w, buf + lo, 8);
+        return w;
+    }
+    if (lo + 8 <= buflen) {
+        memcpy(&w, buf + lo, 8);
+        return len ? w & (~0ULL >> (64 - 8 * len)) : 0;
+    }
+    for (int64_t i = 0; i < len; i++) w |= (uint64_t)buf[lo + i] << (8 * i);
+    return w;
+}
+
+/* The hash of a string from its first word, its length and (beyond eight bytes) the rest: its
+ * high bits are the well mixed ones (a slot is taken from them). */
+static inline uint64_t hash_string(uint64_t head, const uint8_t *p, int64_t len) {
+    uint64_t h = head ^ ((uint64_t)len * 0x9E3779B97F4A7C15ULL);
+    for (int64_t i = 8; i < len; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
+    h ^= h >> 33; /* MurmurHash3's finalizer */
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 33);
+}
+
+#define LOOKUP_LOOP(T)                                                                            \
+    do {                                                                                          \
+        const T *offs = o;                                                                        \
+        int64_t prev = offs[0];                                                                   \
+        if (prev < 0 || prev > dlen) { bad = 1; break; }                                          \
+        for (Py_ssize_t r = 0; r < n; r++) {                                                      \
+            int64_t lo = prev, hi = offs[r + 1];                                                  \
+            prev = hi;                                                                            \
+            if (hi < lo || hi > dlen) { bad = 1; break; }                                         \
+            if (v != NULL && !((v[(bit_offset + r) >> 3] >> ((bit_offset + r) & 7)) & 1)) {       \
+                res[r] = 0;                                                                       \
+                continue;                                                                         \
+            }                                                                                     \
+            int64_t len = hi - lo;                                                                \
+            uint64_t head = head_word(d, dlen, lo, len);                                          \
+            size_t at = hash_string(head, d + lo, len) >> shift;                               \
+            int32_t found = -1;                                                                   \
+            for (;;) {                                                                            \
+                int32_t e = table[at];                                                            \
+                if (e < 0) break;                                                                 \
+                if (heads[e] == head && lens[e] == len &&                                         \
+                    (len <= 8 || memcmp(dd + starts[e], d + lo, (size_t)len) == 0)) {             \
+                    found = e;                                                                    \
+                    break;                                                                        \
+                }                                                                                 \
+                at = (at + 1) & (cap - 1);                                                        \
+            }                                                                                     \
+            res[r] = found;                                                                       \
+            misses += found < 0;                                                                  \
+        }                                                                                         \
+    } while (0)
+
+/* lookup(offsets, data, validity, bit_offset, dict_offsets, dict_data, out) -> misses
+ *
+ * out[r] = the index of string r (offsets: n + 1 entries of 4 or 8 bytes into data) among the
+ * strings of the dictionary (dict_offsets, dict_data; the first of equal ones), or -1 if it
+ * is not there; 0 for a null row (validity: an Arrow validity bitmap read from bit
+ * bit_offset, or None). misses: the rows not null and not found. */
+static PyObject *lookup(PyObject *self, PyObject *args) {
+    PyObject *off_obj, *data_obj, *valid_obj, *doff_obj, *ddata_obj, *out_obj;
+    Py_ssize_t bit_offset;
+    if (!PyArg_ParseTuple(args, "OOOnOOO", &off_obj, &data_obj, &valid_obj, &bit_offset, &doff_obj, &ddata_obj,
+                          &out_obj)) return NULL;
+    Buf off, data, valid, doff, ddata, out;
+    off.held = data.held = valid.held = doff.held = ddata.held = out.held = 0;
+    PyObject *result = NULL;
+    int32_t *table = NULL;
+    uint64_t *heads = NULL;
+    int64_t *lens = NULL, *starts = NULL;
+    if (get_buf(off_obj, &off, 0, 0, "offsets") < 0 || get_buf(data_obj, &data, 0, 1, "data") < 0 ||
+        get_buf(doff_obj, &doff, 0, 0, "dict_offsets") < 0 || get_buf(ddata_obj, &ddata, 0, 1, "dict_data") < 0 ||
+        get_buf(out_obj, &out, 1, 4, "out") < 0) goto done;
+    if (valid_obj != Py_None && get_buf(valid_obj, &valid, 0, 1, "validity") < 0) goto done;
+    Py_ssize_t ws = off.view.itemsize;
+    if ((ws != 4 && ws != 8) || doff.view.itemsize != ws) {
+        PyErr_SetString(PyExc_TypeError, "lookup: offsets of 4 or 8 bytes, the same for both");
+        goto done;
+    }
+    Py_ssize_t n = count_of(&off) - 1, nd = count_of(&doff) - 1;
+    if (n < 0 || nd < 0 || nd > INT32_MAX || count_of(&out) != n || bit_offset < 0 ||
+        (valid.held && (bit_offset + n + 7) / 8 > valid.view.len)) {
+        PyErr_SetString(PyExc_ValueError, "lookup: buffers of inconsistent sizes");
+        goto done;
+    }
+    size_t cap = 16;
+    int shift = 60; /* a slot: the hash's top log2(cap) bits */
+    while (cap < (size_t)nd * 2) {
+        cap <<= 1;
+        shift--;
+    }
+    table = malloc(cap * sizeof(int32_t));
+    heads = malloc((nd + 1) * sizeof(uint64_t));
+    lens = malloc((nd + 1) * sizeof(int64_t));
+    starts = malloc((nd + 1) * sizeof(int64_t));
+    if (table == NULL || heads == NULL || lens == NULL || starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const void *o = off.view.buf, *od = doff.view.buf;
+    const uint8_t *d = data.view.buf, *dd = ddata.view.buf, *v = valid.held ? valid.view.buf : NULL;
+    int64_t dlen = (int64_t)data.view.len, ddlen = (int64_t)ddata.view.len;
+    int32_t *res = out.view.buf;
+    int bad = 0;
+    Py_ssize_t misses = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(table, 0xff, cap * sizeof(int32_t));
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        int64_t lo = ws == 8 ? ((const int64_t *)od)[i] : ((const int32_t *)od)[i];
+        int64_t hi = ws == 8 ? ((const int64_t *)od)[i + 1] : ((const int32_t *)od)[i + 1];
+        if (lo < 0 || hi < lo || hi > ddlen) { bad = 1; break; }
+        int64_t len = hi - lo;
+        starts[i] = lo;
+        lens[i] = len;
+        heads[i] = head_word(dd, ddlen, lo, len);
+        size_t at = hash_string(heads[i], dd + lo, len) >> shift;
+        for (;;) {
+            int32_t e = table[at];
+            if (e < 0) { table[at] = (int32_t)i; break; }
+            if (heads[e] == heads[i] && lens[e] == len && (len <= 8 || memcmp(dd + starts[e], dd + lo, (size_t)len) == 0))
+                break; /* equal to an earlier one: the first is found */
+            at = (at + 1) & (cap - 1);
+        }
+    }
+    if (!bad) {
+        if (ws == 8) LOOKUP_LOOP(int64_t);
+        else LOOKUP_LOOP(int32_t);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets outside their data");
+        goto done;
+    }
+    result = PyLong_FromSsize_t(misses);
+done:
+    free(table);
+    free(heads);
+    free(lens);
+    free(starts);
+    release(&off);
+    release(&data);
+    release(&valid);
+    release(&doff);
+    release(&ddata);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"combine", combine, METH_VARARGS, "Stratum ids of rows from their key columns' value indices."},
     {"count", count, METH_VARARGS, "Rows per stratum."},
     {"scan", scan, METH_VARARGS, "Rows kept at the floor and candidates above it."},
     {"merge", merge, METH_VARARGS, "Candidates merged into the live keys of the strata above the floor."},
+    {"lookup", lookup, METH_VARARGS, "The index of each string among a dictionary's strings."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,7 @@ from colonnade.encoding.chunk import DICTIONARY_RATIO
 from colonnade.schema.spec import DatasetSpec
 from colonnade.table.commits import Commit, SegmentEntry
 from colonnade.table.row_keys import Keys
+from colonnade.table.strata_compiled import string_indices
 from colonnade.table.writer import SegmentWriter, write_segment
 
 if TYPE_CHECKING:
@@ -104,7 +105,9 @@ class KeyEncoding:
 
     def _encode(self, at: int, column: pa.Array) -> pa.DictionaryArray:
         dictionary, lookup = self._dictionaries[at]
-        indices = pc.index_in(column, options=lookup)
+        indices = string_indices(column, dictionary)  # None if a value is new (or not compiled)
+        if indices is None:
+            indices = pc.index_in(column, options=lookup)
         if indices.null_count > column.null_count:  # values not met before: the dictionary grows
             new = pc.unique(column.filter(pc.and_(pc.is_null(indices), pc.is_valid(column))))
             if len(dictionary) + len(new) > max(SHARED_DICTIONARY, len(column)):
