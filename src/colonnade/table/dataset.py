@@ -261,13 +261,15 @@ class Dataset:
         return None if found is None else found[1]
 
     def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None,
-               admitted: Admission | None = None) -> CommitResult:
+               admitted: Admission | None = None, latest: Snapshot | None = None) -> CommitResult:
         """Write a commit record (see :meth:`_commit_record`), then bring the dataset's samples
         up to date (see :mod:`colonnade.table.sample`; ``admitted``: the sample rows an append
         admitted as it wrote). A sample that can't be maintained now (e.g. its store is
         unavailable) stays at the version it records, which is never used for a newer one: the
-        next commit or query catches it up."""
-        done, listed = self._commit_record(commit, force, reads)
+        next commit or query catches it up. ``latest``: the latest snapshot as the caller just
+        read it, not read again (if another commit came since, the record's put-if-absent
+        fails and the commits since are read and checked, as on any conflict)."""
+        done, listed = self._commit_record(commit, force, reads, latest)
         if done.version is not None and (listed is None or listed):
             from colonnade.table.sample import maintain
 
@@ -278,8 +280,8 @@ class Dataset:
                               SampleWarning, stacklevel=2)
         return done
 
-    def _commit_record(self, commit: Commit, force: bool, reads: ReadSet | None
-                       ) -> tuple[CommitResult, list[str] | None]:
+    def _commit_record(self, commit: Commit, force: bool, reads: ReadSet | None,
+                       latest: Snapshot | None = None) -> tuple[CommitResult, list[str] | None]:
         """Write a commit record on the next free version, if no commit made since the version
         the operation read (``reads``; default: a blind append of the latest version) conflicts
         with it (CommitConflictError, see :mod:`colonnade.table.conflicts`).
@@ -293,7 +295,7 @@ class Dataset:
         """
         if not self.recorded:
             self._record()
-        state = self.snapshot()
+        state = self.snapshot() if latest is None else latest
         # the samples listed at the version committed if it follows ``state`` (None: read again)
         listed = listed_samples(state.properties, commit.actions)
         reads = reads or ReadSet.blind(state.version)

@@ -587,7 +587,9 @@ def _commit(sample: Dataset, settings: SampleSettings, read: Snapshot | None, st
         actions.append(AddSegments(tuple(entries)))
     reads = replace(ReadSet.blind(0 if read is None else read.version), exclusive=True,
                     removes=frozenset(removed))
-    done = sample.commit(commit.with_actions(*actions), reads=reads)
+    # the sample as read (just now, or when its rows were admitted) is taken as its latest: a
+    # commit to it since makes the record's put-if-absent fail, and this commit conflict
+    done = sample.commit(commit.with_actions(*actions), reads=reads, latest=read)
     strata.committed()
     if done.version is not None:
         _COMMITTED[sample] = (done.version, strata)
