@@ -455,6 +455,29 @@ static inline uint64_t hash_string(uint64_t head, const uint8_t *p, int64_t len)
     return h ^ (h >> 33);
 }
 
+/* A dictionary's strings in an open-addressing table of their indices (-1: empty). */
+typedef struct {
+    int32_t *table;
+    size_t cap; /* a power of two */
+    int shift;  /* a slot: the hash's top log2(cap) bits */
+    uint64_t *heads;
+    int64_t *lens, *starts;
+    const uint8_t *data;
+} Strings;
+
+/* The slot of the table holding a string equal to the given one (its first word ``head``, its
+ * bytes ``p``), or the empty slot where it would go. */
+static inline size_t slot_of(const Strings *t, uint64_t head, const uint8_t *p, int64_t len) {
+    size_t at = hash_string(head, p, len) >> t->shift;
+    for (;;) {
+        int32_t e = t->table[at];
+        if (e < 0 || (t->heads[e] == head && t->lens[e] == len &&
+                      (len <= 8 || memcmp(t->data + t->starts[e], p, (size_t)len) == 0)))
+            return at;
+        at = (at + 1) & (t->cap - 1);
+    }
+}
+
 #define LOOKUP_LOOP(T)                                                                            \
     do {                                                                                          \
         const T *offs = o;                                                                        \
@@ -469,19 +492,7 @@ static inline uint64_t hash_string(uint64_t head, const uint8_t *p, int64_t len)
                 continue;                                                                         \
             }                                                                                     \
             int64_t len = hi - lo;                                                                \
-            uint64_t head = head_word(d, dlen, lo, len);                                          \
-            size_t at = hash_string(head, d + lo, len) >> shift;                               \
-            int32_t found = -1;                                                                   \
-            for (;;) {                                                                            \
-                int32_t e = table[at];                                                            \
-                if (e < 0) break;                                                                 \
-                if (heads[e] == head && lens[e] == len &&                                         \
-                    (len <= 8 || memcmp(dd + starts[e], d + lo, (size_t)len) == 0)) {             \
-                    found = e;                                                                    \
-                    break;                                                                        \
-                }                                                                                 \
-                at = (at + 1) & (cap - 1);                                                        \
-            }                                                                                     \
+            int32_t found = dict.table[slot_of(&dict, head_word(d, dlen, lo, len), d + lo, len)];   \
             res[r] = found;                                                                       \
             misses += found < 0;                                                                  \
         }                                                                                         \
@@ -535,6 +546,7 @@ static PyObject *lookup(PyObject *self, PyObject *args) {
     }
     const void *o = off.view.buf, *od = doff.view.buf;
     const uint8_t *d = data.view.buf, *dd = ddata.view.buf, *v = valid.held ? valid.view.buf : NULL;
+    Strings dict = {table, cap, shift, heads, lens, starts, dd};
     int64_t dlen = (int64_t)data.view.len, ddlen = (int64_t)ddata.view.len;
     int32_t *res = out.view.buf;
     int bad = 0;
@@ -549,14 +561,8 @@ static PyObject *lookup(PyObject *self, PyObject *args) {
         starts[i] = lo;
         lens[i] = len;
         heads[i] = head_word(dd, ddlen, lo, len);
-        size_t at = hash_string(heads[i], dd + lo, len) >> shift;
-        for (;;) {
-            int32_t e = table[at];
-            if (e < 0) { table[at] = (int32_t)i; break; }
-            if (heads[e] == heads[i] && lens[e] == len && (len <= 8 || memcmp(dd + starts[e], dd + lo, (size_t)len) == 0))
-                break; /* equal to an earlier one: the first is found */
-            at = (at + 1) & (cap - 1);
-        }
+        size_t at = slot_of(&dict, heads[i], dd + lo, len);
+        if (table[at] < 0) table[at] = (int32_t)i; /* else equal to an earlier one: the first is found */
     }
     if (!bad) {
         if (ws == 8) LOOKUP_LOOP(int64_t);

@@ -262,13 +262,11 @@ class Dataset:
 
     def commit(self, commit: Commit, force: bool = False, reads: ReadSet | None = None,
                admitted: Admission | None = None, latest: Snapshot | None = None) -> CommitResult:
-        """Write a commit record (see :meth:`_commit_record`), then bring the dataset's samples
-        up to date (see :mod:`colonnade.table.sample`; ``admitted``: the sample rows an append
-        admitted as it wrote). A sample that can't be maintained now (e.g. its store is
-        unavailable) stays at the version it records, which is never used for a newer one: the
-        next commit or query catches it up. ``latest``: the latest snapshot as the caller just
-        read it, not read again (if another commit came since, the record's put-if-absent
-        fails and the commits since are read and checked, as on any conflict)."""
+        """Write a commit record (see :meth:`_commit_record`; ``latest``: the latest snapshot as
+        just read, not read again), then bring the dataset's samples up to date (see
+        :mod:`colonnade.table.sample`; ``admitted``: the sample rows an append admitted as it
+        wrote). A sample that can't be maintained now (e.g. its store is unavailable) stays at
+        the version it records, never used for a newer one: the next commit or query catches it up."""
         done, listed = self._commit_record(commit, force, reads, latest)
         if done.version is not None and (listed is None or listed):
             from colonnade.table.sample import maintain
@@ -284,15 +282,15 @@ class Dataset:
                        latest: Snapshot | None = None) -> tuple[CommitResult, list[str] | None]:
         """Write a commit record on the next free version, if no commit made since the version
         the operation read (``reads``; default: a blind append of the latest version) conflicts
-        with it (CommitConflictError, see :mod:`colonnade.table.conflicts`).
+        with it (CommitConflictError, see :mod:`colonnade.table.conflicts`). A ``latest`` the
+        caller read is taken as is: a commit since makes the put-if-absent fail (a conflict).
 
         On a version conflict the new commits are read, checked, and the next version tried;
         chunks are never rewritten. A commit carrying a source identity stops if that source was
         committed by someone else meanwhile (nothing committed, the result says why), unless
         ``force``. Any other store error is resolved by reading the log back: if our commit id
         is there, it took effect. The writer of every ``checkpoint_interval``-th version also
-        writes its checkpoint.
-        """
+        writes its checkpoint."""
         if not self.recorded:
             self._record()
         state = self.snapshot() if latest is None else latest
