@@ -352,6 +352,59 @@ def test_sample_rows_of_an_append_are_one_segment_and_a_build_s_go_through_a_wri
     _check(store)
 
 
+def test_a_sample_stores_the_keys_its_strata_compared(store: Store) -> None:
+    """Keys are single precision and stored as ``float32`` (half a double's random bytes): the
+    live keys a reader gets back from the stored rows are, stratum by stratum, exactly those
+    the appending process holds, with the same thresholds and counts."""
+    from colonnade.table.sample import _COMMITTED
+
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(3_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20, seed=3)
+    for i in range(4):
+        ds.append(_rows(4_000, 10 + i))
+    _, held = _COMMITTED[ds.sample_datasets["imps_by_geo_pub"][1]]  # the appends' own strata
+    s = store.dataset("imps_by_geo_pub")
+    snapshot = s.snapshot()
+    assert s.schema_at(snapshot).field("__u").type == pa.float32()
+    assert held.threshold.min() < 1.0 and (held.threshold > 0.05).any()  # strata of both kinds
+    strata = state_of(s, snapshot).strata
+    strata.ensure_live()  # read from the stored rows
+    read = strata.by_id
+    for i, mine in held.by_id.items():
+        assert read[i] == mine and read[i].keys == mine.keys
+    _check(store)
+
+
+def test_a_sample_made_with_double_keys_keeps_them_until_rebuilt(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sample whose ``__u`` column is a double (as samples were made before) is still kept
+    current by appends, deletes and compactions, its rows written as doubles; a rebuild (here
+    by an overwrite) stores single-precision keys."""
+    from colonnade.table import sample as sample_module
+
+    made = sample_module.sample_schema
+    monkeypatch.setattr(sample_module, "sample_schema", lambda schema: pa.schema(
+        [f.with_type(pa.float64()) if f.name == "__u" else f for f in made(schema)]))
+    ds = store.create_dataset("imps", _rows(1, 0).schema)
+    ds.append(_rows(5_000, 1))
+    store.create_sample("imps", "geo,pub", 0.05, min_per_stratum=20, seed=3)
+    monkeypatch.undo()
+    for i in range(3):
+        ds.append(_rows(3_000, 10 + i))
+    s = store.dataset("imps_by_geo_pub")
+    assert s.schema_at(s.snapshot()).field("__u").type == pa.float64()
+    assert s.to_arrow().schema.field("__u").type == pa.float64()
+    _check(store)
+    ds.delete("bid > 5")
+    ds.append(_rows(1_000, 20))
+    ds.compact()
+    _check(store, deleted=True)
+    ds.overwrite(_rows(3_000, 40))
+    s = store.dataset("imps_by_geo_pub")
+    assert s.schema_at(s.snapshot()).field("__u").type == pa.float32()
+    _check(store)
+
+
 def test_sample_segments_store_the_stratum_column_plain(store: Store) -> None:
     """The stratum id column of sample rows is stored plain (as a dictionary it is larger and
     slower to write), by a build's writer and by an append's single segment alike."""

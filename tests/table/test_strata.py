@@ -108,6 +108,46 @@ def test_a_stratum_whose_keys_defy_the_bound_is_merged_whole(low: float) -> None
         assert strata.by_id[h].kept == (k if h == 0 else 10)
 
 
+@pytest.mark.parametrize("f", [0.01, 0.1, 1 / 3])
+def test_drawn_keys_are_single_precision_and_keep_what_the_definition_keeps(f: float) -> None:
+    """Keys drawn for rows (by the compiled admission and by NumPy's) are single-precision
+    values below 1, as a sample stores them, and the strata keep what the definition keeps
+    of them."""
+    rng = np.random.default_rng(7)
+    k = 5
+    strata = Strata(f, k, [Stratum(i, (f"s{i}",)) for i in range(40)])
+    ids = np.minimum(rng.zipf(1.3, 60_000), 40) - 1
+    drawn = np.zeros(len(ids))
+    admitted = np.zeros(len(ids), dtype=bool)
+    for part in np.array_split(np.arange(len(ids)), 5):
+        positions, keys = strata.admit(ids[part], Keys.drawn(len(part), rng))
+        assert (keys == keys.astype(np.float32)).all() and (keys < 1).all() and (keys >= 0).all()
+        drawn[part[positions]], admitted[part[positions]] = keys, True
+    for h, st in strata.by_id.items():
+        mine = ids == h
+        live = admitted & mine & (drawn <= st.threshold)
+        assert live.sum() == st.kept >= min(k, mine.sum())
+        if st.threshold < 1:  # the K-th smallest live key, or F
+            assert st.threshold == max(f, np.sort(drawn[live])[k - 1])
+
+
+@pytest.mark.parametrize("floor", [0.01, 0.1, 1 / 3, 0.5 + 2**-40])
+def test_rounded_keys_stay_on_their_side_of_the_floor(floor: float) -> None:
+    """A key drawn at most at the floor F is rounded to a single-precision value at most at F,
+    one drawn above it to one above it, however close to F (F itself need not be single)."""
+    from colonnade.table.row_keys import BELOW_ONE, single
+
+    f32 = np.float32(floor)
+    lo, hi = np.nextafter(np.nextafter(f32, np.float32(0)), np.float32(0)), np.nextafter(np.nextafter(f32, np.float32(1)), np.float32(1))
+    x = np.concatenate([np.linspace(float(lo), float(hi), 4001), [floor, np.nextafter(floor, 0), np.nextafter(floor, 1)]])
+    low = x <= floor
+    r = single(x, floor, low)
+    assert (r == r.astype(np.float32)).all()
+    assert (r[low] <= floor).all() and (r[~low] > floor).all()
+    assert np.abs(r - x).max() <= 2 * float(np.spacing(f32))
+    assert single(np.array([1 - 2**-60, 0.0]), floor, np.array([False, True])).tolist() == [BELOW_ONE, 0.0]
+
+
 def test_ids_group_rows_by_their_key_columns_nulls_included() -> None:
     strata = Strata(0.1, 5)
     batch = pa.table({"a": ["x", "y", None, "x", None], "b": [1, 1, 2, 1, 2], "c": [9, 8, 7, 6, 5]})

@@ -170,7 +170,9 @@ done:
     return result;
 }
 
-/* xoshiro256+ (Blackman and Vigna), seeded by splitmix64: the uniform keys of rows. */
+/* xoshiro256+ (Blackman and Vigna), seeded by splitmix64: the uniform keys of rows, rounded to
+ * the nearest single-precision value below 1 (a sample stores its keys as float32; see
+ * row_keys.py). */
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static inline double next_key(uint64_t *s) {
@@ -181,7 +183,8 @@ static inline double next_key(uint64_t *s) {
     s[0] ^= s[3];
     s[2] ^= t;
     s[3] = rotl(s[3], 45);
-    return (double)(result >> 11) * 0x1.0p-53;
+    float key = (float)((double)(result >> 11) * 0x1.0p-53);
+    return key < 1.0f ? (double)key : (double)0x1.fffffep-1f;
 }
 
 static void seed_state(uint64_t seed, uint64_t *s) {

@@ -1,9 +1,32 @@
 """The keys of the rows a sample sees (see :mod:`colonnade.table.strata`): uniform in [0, 1),
-given or drawn, only as far as the admission needs them."""
+given or drawn, only as far as the admission needs them.
+
+Every key is a single-precision value (held as a double): a sample stores its rows' keys as
+``float32``, half the bytes of a double's random mantissa, and what a sample reads back must be
+the key its strata compared. A key drawn on one side of the floor F stays on that side.
+Keys given (tests) are used as they are."""
 
 from __future__ import annotations
 
 import numpy as np
+
+#: The largest single-precision value below 1: no key reaches 1.
+BELOW_ONE = float(np.nextafter(np.float32(1), np.float32(0)))
+
+
+def single(keys: np.ndarray, floor: float | None = None, low: np.ndarray | bool = False) -> np.ndarray:
+    """``keys`` rounded to the nearest single-precision values below 1 (as doubles); with
+    ``floor``, those drawn at most at it (``low``) stay at most at it, the others above it."""
+    r = np.minimum(np.asarray(keys, dtype=np.float64).astype(np.float32), np.float32(BELOW_ONE))
+    if floor is not None:
+        wide = r.astype(np.float64)
+        down = low & (wide > floor)
+        up = ~np.asarray(low, dtype=bool) & (wide <= floor)
+        if np.any(down):
+            r = np.where(down, np.nextafter(r, np.float32(0)), r)
+        if np.any(up):
+            r = np.where(up, np.nextafter(r, np.float32(2)), r)
+    return r.astype(np.float64)
 
 
 class Keys:
@@ -21,7 +44,7 @@ class Keys:
 
     @classmethod
     def given(cls, keys: np.ndarray) -> Keys:
-        return cls(len(keys), given=keys)
+        return cls(len(keys), given=keys)  # as they are: a sample draws its keys
 
     @classmethod
     def drawn(cls, rows: int, rng: np.random.Generator) -> Keys:
@@ -57,8 +80,8 @@ class Keys:
         assert self._rng is not None
         u = self._rng.random(len(positions))
         if isinstance(low, bool):
-            return u * self._floor if low else self._floor + u * (1.0 - self._floor)
+            return single(u * self._floor if low else self._floor + u * (1.0 - self._floor), self._floor, low)
         out = u * (1.0 - self._floor)  # in place: most rows are above the floor
         out += self._floor
         out[low] = u[low] * self._floor
-        return out
+        return single(out, self._floor, low)

@@ -152,7 +152,8 @@ def state_of(sample: Dataset, snapshot: Snapshot, take: bool = False) -> SampleS
 
     def live_keys() -> tuple[np.ndarray, np.ndarray]:
         table = Scan(sample, (STRATUM_COLUMN, KEY_COLUMN), snapshot=snapshot).to_arrow()
-        return (table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
+        return (table.column(STRATUM_COLUMN).to_numpy(),
+                table.column(KEY_COLUMN).to_numpy().astype(np.float64))
 
     strata = Strata.from_properties(snapshot.properties, settings.fraction,
                                     settings.min_per_stratum, live_keys)
@@ -220,7 +221,7 @@ def _list_sample(base: Dataset, name: str, add: bool) -> None:
 
 def sample_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([*schema, pa.field(STRATUM_COLUMN, pa.int64(), nullable=False),
-                      pa.field(KEY_COLUMN, pa.float64(), nullable=False)])
+                      pa.field(KEY_COLUMN, pa.float32(), nullable=False)])
 
 
 # -- maintenance --------------------------------------------------------------------------------
@@ -530,7 +531,7 @@ def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.
     if not matched.any():
         return table
     ids = table.column(STRATUM_COLUMN).to_numpy()[matched]
-    keys = table.column(KEY_COLUMN).to_numpy()[matched]
+    keys = table.column(KEY_COLUMN).to_numpy().astype(np.float64)[matched]
     live = state.strata.live(ids, keys)
     state.strata.unkeep(ids[live], keys[live])
     return table.filter(pa.array(~matched))
