@@ -14,18 +14,17 @@ import numpy as np
 BELOW_ONE = float(np.nextafter(np.float32(1), np.float32(0)))
 
 
-def single(keys: np.ndarray, floor: float | None = None, low: np.ndarray | bool = False) -> np.ndarray:
-    """``keys`` rounded to the nearest single-precision values below 1 (as doubles); with
-    ``floor``, those drawn at most at it (``low``) stay at most at it, the others above it."""
+def single(keys: np.ndarray, floor: float, low: np.ndarray | bool) -> np.ndarray:
+    """``keys`` rounded to the nearest single-precision values below 1 (as doubles), those
+    drawn at most at ``floor`` (``low``) staying at most at it, the others above it."""
     r = np.minimum(np.asarray(keys, dtype=np.float64).astype(np.float32), np.float32(BELOW_ONE))
-    if floor is not None:
-        wide = r.astype(np.float64)
-        down = low & (wide > floor)
-        up = ~np.asarray(low, dtype=bool) & (wide <= floor)
-        if np.any(down):
-            r = np.where(down, np.nextafter(r, np.float32(0)), r)
-        if np.any(up):
-            r = np.where(up, np.nextafter(r, np.float32(2)), r)
+    wide = r.astype(np.float64)
+    down = low & (wide > floor)
+    up = ~np.asarray(low, dtype=bool) & (wide <= floor)
+    if np.any(down):
+        r = np.where(down, np.nextafter(r, np.float32(0)), r)
+    if np.any(up):
+        r = np.where(up, np.nextafter(r, np.float32(2)), r)
     return r.astype(np.float64)
 
 
@@ -44,7 +43,7 @@ class Keys:
 
     @classmethod
     def given(cls, keys: np.ndarray) -> Keys:
-        return cls(len(keys), given=keys)  # as they are: a sample draws its keys
+        return cls(len(keys), given=keys)
 
     @classmethod
     def drawn(cls, rows: int, rng: np.random.Generator) -> Keys:

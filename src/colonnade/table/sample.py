@@ -152,8 +152,7 @@ def state_of(sample: Dataset, snapshot: Snapshot, take: bool = False) -> SampleS
 
     def live_keys() -> tuple[np.ndarray, np.ndarray]:
         table = Scan(sample, (STRATUM_COLUMN, KEY_COLUMN), snapshot=snapshot).to_arrow()
-        return (table.column(STRATUM_COLUMN).to_numpy(),
-                table.column(KEY_COLUMN).to_numpy().astype(np.float64))
+        return (table.column(STRATUM_COLUMN).to_numpy(), table.column(KEY_COLUMN).to_numpy())
 
     strata = Strata.from_properties(snapshot.properties, settings.fraction,
                                     settings.min_per_stratum, live_keys)
@@ -531,7 +530,7 @@ def _without_matches(table: pa.Table, predicate: Any, state: SampleState) -> pa.
     if not matched.any():
         return table
     ids = table.column(STRATUM_COLUMN).to_numpy()[matched]
-    keys = table.column(KEY_COLUMN).to_numpy().astype(np.float64)[matched]
+    keys = table.column(KEY_COLUMN).to_numpy()[matched]
     live = state.strata.live(ids, keys)
     state.strata.unkeep(ids[live], keys[live])
     return table.filter(pa.array(~matched))

@@ -191,9 +191,7 @@ class SampleRows:
         ordered = bool(self.spec.partition_by or self.spec.sort_by)
         self._hold = 0 if ordered else self._settings.segment_rows if hold is None else hold
         self._live = live
-        schema = self.spec.schema
-        self._key_field = schema.field(KEY_COLUMN) if KEY_COLUMN in schema.names else pa.field(KEY_COLUMN, pa.float32())
-        self._key_type = self._key_field.type
+        self._key_field = self.spec.schema.field(KEY_COLUMN)  # float32, or double in older samples
         self._writer: SegmentWriter | None = None
         self._held: list[pa.Table] = []
         self._held_rows = 0
@@ -201,8 +199,8 @@ class SampleRows:
 
     def write(self, table: pa.Table) -> None:
         at = table.schema.get_field_index(KEY_COLUMN)
-        if at >= 0 and table.schema.field(at).type != self._key_type:  # a sample made with double keys
-            table = table.set_column(at, self._key_field, table.column(at).cast(self._key_type))
+        if table.schema.field(at).type != self._key_field.type:  # rows of a sample with double keys
+            table = table.set_column(at, self._key_field, table.column(at).cast(self._key_field.type))
         self._held.append(table)
         self._held_rows += table.num_rows
         if self._writer is not None or self._held_rows >= max(self._hold, 1):
