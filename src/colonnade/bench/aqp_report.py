@@ -12,20 +12,24 @@ def markdown(r: dict[str, Any]) -> str:
     s, ingest, build = r["sample"], r["ingest"], r["build"]
     median = (f"; the median of the commits' pairs: {ingest['cost_share_median_commit']:.1%}; the "
               "ground truth is built after the timed appends" if "cost_share_median_commit" in ingest else "")
+    rounds = ingest.get("rounds", [])
+    each = (f"the median of {len(rounds)} rounds from empty datasets: "
+            + ", ".join(f"{r['cost_share']:.1%}" for r in rounds) + "; ") if len(rounds) > 1 else ""
     lines = [
         f"# Approximate answers: {r['events']:,} ad impressions ({r['store']})", "",
         f"Sample `{s['name']}` on ({', '.join(r['on'])}), fraction {r['fraction']}, at least "
         f"{r['min_per_stratum']} rows per stratum: {s['rows']:,} rows ({s['share']:.2%} of the "
         f"events) in {s['strata']:,} strata, kept current by every append.", "",
         "## Keeping the sample current", "",
-        "| | rows/s | seconds |", "|---|---|---|",
+        "| | rows/s | seconds" + (f" (all {len(rounds)} rounds)" if len(rounds) > 1 else "") + " |",
+        "|---|---|---|",
         f"| append without a sample | {ingest['plain_rows_per_s']:,} | {ingest['plain_seconds']} |",
         f"| append with the sample maintained | {ingest['sampled_rows_per_s']:,} | {ingest['sampled_seconds']} |",
         "",
         f"Commits of {ingest['commit_events']:,} events (in-memory Arrow tables, the fastest "
         f"appends there are), the two datasets alternately, each first every other commit (ABBA). Keeping the sample current takes "
         f"**{ingest['cost_share']:.1%}** of ingest throughput "
-        f"({ingest['maintenance_us_per_row']} µs per appended row{median}). A build from scratch takes "
+        f"({each}{ingest['maintenance_us_per_row']} µs per appended row{median}). A build from scratch takes "
         f"{build['seconds']} s ({build['rows_per_s']:,} rows/s).", "",
         f"## Seed queries (median of {r['repeats']})", "",
         "| query | exact | WITH ERROR (do_nothing) | speedup | default behavior | groups | "

@@ -116,16 +116,19 @@ def tiles(settings: Settings, store_uri: str | None, out: Path, write_iterations
               help="Random queries whose bounds are checked against the true answers.")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, metavar="K",
               help="Runs per seed query (the median is reported).")
+@click.option("--ingest-rounds", type=click.IntRange(min=1), default=3, show_default=True, metavar="R",
+              help="Times the ingest with and without the sample is measured, from empty "
+                   "datasets (the median share is reported).")
 @pass_settings
 def aqp(settings: Settings, events: int, store_uri: str | None, out: Path, fraction: float,
-        queries: int, repeats: int) -> None:
+        queries: int, repeats: int, ingest_rounds: int) -> None:
     """Approximate answers (WITH ERROR) from a stratified sample against exact answers on ad
     impressions: latency, coverage of the error bounds, and what keeping the sample costs."""
     from colonnade.bench import aqp as study
 
     store = store_uri or (settings.store if settings.store_given else None)
     study.main(events=events, store=store, out=out, fraction=fraction, queries=queries,
-               repeats=repeats)
+               repeats=repeats, rounds=ingest_rounds)
 
 
 @bench.command("log")
