@@ -40,6 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colonnade.encoding import kernels
+
 _HEAD = struct.Struct("<BBBBIII")
 _SECTION = struct.Struct("<II")
 SECTIONS = 5
@@ -181,10 +183,8 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
         except IndexError:
             raise PackedFormatError("a dictionary index is out of range") from None
         return pa.Array.from_buffers(t, n, *_placed(found, validity, n, v))
-    if v and int(present.max()) >= m:
-        raise PackedFormatError("a dictionary index is out of range")
     index_type = index_type or narrow_index_type(m)
-    indices = pa.Array.from_buffers(index_type, n, *_placed(present, validity, n, v, index_type.to_pandas_dtype()))
+    indices = pa.Array.from_buffers(index_type, n, *_placed(present, validity, n, v, index_type.to_pandas_dtype(), m))
     return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
 
 
@@ -192,20 +192,23 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
 _BITS: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
 
-def _placed(present: np.ndarray, validity: pa.Buffer, n: int, v: int,
-            dtype: np.dtype[Any] | None = None) -> tuple[list[pa.Buffer | None], int]:
+def _placed(present: np.ndarray, validity: pa.Buffer, n: int, v: int, dtype: np.dtype[Any] | None = None,
+            m: int | None = None) -> tuple[list[pa.Buffer | None], int]:
     """Buffers and null count of an array of ``n`` rows whose ``v`` rows with a value (marked by
-    ``validity``; all rows when v == n) hold ``present``, in order (as ``dtype``)."""
+    ``validity``; all rows when v == n) hold ``present``, in order (as ``dtype``);
+    PackedFormatError if the bitmap marks other than ``v`` rows, or (given ``m``) a value is not
+    below ``m``."""
+    dtype = present.dtype if dtype is None else dtype
     if v == n:
-        return [None, pa.py_buffer(present if dtype is None else present.astype(dtype))], 0
-    # each value to the row the validity bitmap marks next (positions of a bool view: from
-    # uint8 5x slower; a scatter through the bool mask itself measured 1.2-1.4x slower)
-    rows = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=n,
-                                        bitorder="little").view(bool))
-    if len(rows) != v:
+        if m is not None and v and int(present.max()) >= m:
+            raise PackedFormatError("a dictionary index is out of range")
+        return [None, pa.py_buffer(present.astype(dtype, copy=False))], 0
+    # each value to the row the validity bitmap marks next, range-checked in the same pass
+    full, marked, largest = kernels.place(present, validity, n, dtype)
+    if marked != v:
         raise PackedFormatError("the validity bitmap disagrees with the rows with a value")
-    full = np.zeros(n, dtype=present.dtype if dtype is None else dtype)
-    full[rows] = present
+    if m is not None and v and largest >= m:
+        raise PackedFormatError("a dictionary index is out of range")
     return [validity, pa.py_buffer(full)], n - v
 
 

@@ -9,8 +9,9 @@ integer or floating-point column (no DISTINCT, FILTER, WHERE, joins, subqueries,
 
 DuckDB groups a dictionary that reaches it through Arrow by hashing each row's string; the scan
 already holds each segment's rows as small integer codes into the segment's dictionary. So each
-segment is aggregated by code in the decode threads (``np.bincount``: rows, non-null counts and
-sums per code), and DuckDB gets one row per (segment, group) instead of one per row: the query
+segment is aggregated by code in the decode threads (rows, non-null counts and sums per code, in
+one compiled pass per aggregated column: :mod:`colonnade.encoding.kernels`), and DuckDB gets one
+row per (segment, group) instead of one per row: the query
 is run over those partial rows, each aggregate replaced by its merge (``count(*)`` by the sum of
 the row counts, ``avg(x)`` by the sum of the sums over the sum of the counts, ...). Its HAVING,
 ORDER BY, LIMIT and expressions stay as written; the answer takes the names and types DuckDB
@@ -27,14 +28,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from colonnade.encoding import kernels
 from colonnade.query.rewrite import _column, one_table, parse
 
 if TYPE_CHECKING:
@@ -319,64 +320,81 @@ def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns:
              sums: list[bool]) -> pa.RecordBatch:
     """One segment's rows as one row per group: the group's values, its rows, and per
     aggregated column its non-null count and (when wanted) sum (null when it has no value)."""
-    per_key: list[np.ndarray] = []
-    sizes: list[int] = []
-    for k in keys:
-        array = batch.column(k)
-        m = len(array.dictionary)
-        indices = array.indices
-        codes = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype(),
-                              count=indices.offset + len(indices))[indices.offset:]
-        if indices.null_count:  # nulls: a group of their own, code m
-            codes = np.where(_valid(indices), codes, m)
-        per_key.append(codes.astype(np.int64))
-        sizes.append(m + 1)
-    if math.prod(sizes) <= DIRECT_GROUPS:  # one code per combination (the last key fastest)
-        code = per_key[0]
-        for codes, size in zip(per_key[1:], sizes[1:], strict=True):
-            code = code * size + codes
-        counts = np.bincount(code, minlength=math.prod(sizes))
-        present = np.flatnonzero(counts)
-        key_codes, rest = [], present
-        for size in reversed(sizes):
-            key_codes.append(rest % size)
-            rest = rest // size
-        key_codes.reverse()
-    else:  # too many combinations to count directly (or for int64): the distinct ones numbered
-        distinct, code = np.unique(np.stack(per_key, axis=1), axis=0, return_inverse=True)
-        code = code.reshape(-1)
-        counts = np.bincount(code, minlength=len(distinct))
-        present = np.arange(len(distinct))
-        key_codes = [distinct[:, i] for i in range(len(keys))]
+    codes, m, split = _group_codes(batch, keys)
+    # per aggregated column with nulls or a sum: its rows with a value and sum per code
+    figures = {i: kernels.group_sums(codes, m, batch.column(c))
+               for i, (c, wanted) in enumerate(zip(columns, sums, strict=True)) if wanted or batch.column(c).null_count}
+    # rows per code: a column without nulls counted them already
+    counts = next((figures[i][0] for i in figures if not batch.column(columns[i]).null_count), None)
+    if counts is None:
+        counts = kernels.group_rows(codes, m)
+    slots = m + 1 if len(keys) == 1 else m  # one key: its nulls are code m
+    counts = counts[:slots]
+    present, key_codes = split(counts)
     arrays: list[pa.Array] = []
-    for k, codes in zip(keys, key_codes, strict=True):
+    for k, found in zip(keys, key_codes, strict=True):
         dictionary = batch.column(k).dictionary
-        m = len(dictionary)
-        arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes == m), dictionary,
-                                                     safe=False))  # codes < m: they index it
+        size = len(dictionary)
+        arrays.append(pa.DictionaryArray.from_arrays(pa.array(found.astype(np.int32), mask=found == size), dictionary,
+                                                     safe=False))  # codes < size: they index it
     arrays.append(pa.array(counts[present], pa.int64()))
-    for c, wanted in zip(columns, sums, strict=True):
-        array = batch.column(c)
-        if array.null_count:
-            valid = _valid(array)
-            count = np.bincount(code[valid], minlength=len(counts))[present]
-            values = pc.fill_null(array, 0).to_numpy(zero_copy_only=False)
-        else:
-            count = counts[present]
-            values = array.to_numpy(zero_copy_only=False)
+    for i, (c, wanted) in enumerate(zip(columns, sums, strict=True)):
+        if i not in figures:
+            arrays.append(pa.array(counts[present], pa.int64()))
+            continue
+        count, total = figures[i][0][:slots][present], figures[i][1][:slots][present]
         arrays.append(pa.array(count, pa.int64()))
         if wanted:
-            total = np.bincount(code, weights=values.astype(np.float64, copy=False), minlength=len(counts))[present]
-            integer = pa.types.is_integer(array.type)
+            integer = pa.types.is_integer(batch.column(c).type)
             arrays.append(pa.array(total.astype(np.int64) if integer else total,
                                    pa.int64() if integer else pa.float64(), mask=count == 0))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _valid(array: pa.Array) -> np.ndarray:
-    """Which rows of ``array`` (with a validity bitmap) hold a value, as bools."""
-    bits = np.frombuffer(array.buffers()[0], dtype=np.uint8)
-    return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset:].view(bool)
+def _group_codes(batch: pa.RecordBatch, keys: list[int]) -> tuple[
+        pa.Array | np.ndarray, int, Callable[[np.ndarray], tuple[np.ndarray, list[np.ndarray]]]]:
+    """Each row's group as a code below m (what the kernels count; with one key, its
+    dictionary indices, nulls as code m), m, and a function from the rows per code to the codes
+    of the groups present and each key's dictionary index for them (its dictionary's size for
+    null)."""
+    if len(keys) == 1:
+        array = batch.column(keys[0])
+
+        def one(counts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+            present = np.flatnonzero(counts)
+            return present, [present]
+        return array.indices, len(array.dictionary), one
+    per_key: list[np.ndarray] = []
+    sizes: list[int] = []
+    for k in keys:
+        array = batch.column(k)
+        size = len(array.dictionary)
+        indices = array.indices
+        found = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype(),
+                              count=indices.offset + len(indices))[indices.offset:]
+        if indices.null_count:  # nulls: a group of their own, code size
+            found = np.where(kernels.valid(indices), found, size)
+        per_key.append(found.astype(np.int64))
+        sizes.append(size + 1)
+    if math.prod(sizes) <= DIRECT_GROUPS:  # one code per combination (the last key fastest)
+        codes = per_key[0]
+        for found, size in zip(per_key[1:], sizes[1:], strict=True):
+            codes = codes * size + found
+
+        def combined(counts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+            present = np.flatnonzero(counts)
+            key_codes, rest = [], present
+            for size in reversed(sizes):
+                key_codes.append(rest % size)
+                rest = rest // size
+            return present, key_codes[::-1]
+        return codes, math.prod(sizes), combined
+    # too many combinations to count directly (or for int64): the distinct ones numbered
+    distinct, numbered = np.unique(np.stack(per_key, axis=1), axis=0, return_inverse=True)
+
+    def listed(counts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        return np.arange(len(distinct)), [distinct[:, i] for i in range(len(keys))]
+    return numbered.reshape(-1), len(distinct), listed
 
 
 __all__ = ["Grouped", "GroupedQuery", "analyse", "answer", "faithful", "only_merged_aggregates", "stored_columns"]

@@ -1,0 +1,9 @@
+"""The compiled passes of a scan (``_scan.c``); see :mod:`colonnade.encoding.kernels`."""
+
+import numpy as np
+import pyarrow as pa
+
+def place(present: np.ndarray, validity: pa.Buffer, out: np.ndarray) -> tuple[int, int]: ...
+def group_rows(codes: np.ndarray, validity: pa.Buffer | None, bit_offset: int, m: int, counts: np.ndarray) -> int: ...
+def group_sums(codes: np.ndarray, validity: pa.Buffer | None, bit_offset: int, m: int, values: np.ndarray, kind: str,
+               value_validity: pa.Buffer | None, value_bit_offset: int, counts: np.ndarray, sums: np.ndarray) -> int: ...

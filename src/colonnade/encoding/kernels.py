@@ -1,0 +1,119 @@
+"""Compiled passes of a scan (the extension ``colonnade.encoding._scan``), each with the NumPy
+code it reproduces exactly, which runs when the extension was not built (no C compiler) or
+``compiled=False`` asks for it:
+
+- :func:`place`: a packed dictionary's indices put at the rows its validity bitmap marks (NumPy:
+  unpack the bitmap, find the marked rows, fill a zeroed array at them: four passes and a
+  row-sized temporary; compiled: one pass, 4-5x faster on GDELT's name columns);
+- :func:`group_rows` and :func:`group_sums`: a segment's rows, rows with a value and sums per
+  dictionary code, for grouped aggregates answered in the scan (NumPy: a code array with nulls
+  replaced, widened to int64, and one ``bincount`` per figure; compiled: one pass per figure
+  over the indices as decoded). Sums add each group's values in row order, as ``bincount``
+  does, so both give the same doubles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+try:
+    from colonnade.encoding import _scan as _kernel
+except ImportError:  # built without a C compiler: the NumPy code runs
+    _kernel = None  # type: ignore[assignment]
+
+AVAILABLE = _kernel is not None
+
+
+def place(present: np.ndarray, validity: pa.Buffer, n: int, dtype: np.dtype[Any],
+          compiled: bool = True) -> tuple[np.ndarray, int, int]:
+    """An array of ``n`` rows of ``dtype`` (unsigned or signed integers) holding ``present``'s
+    values, in order, at the rows ``validity`` (a bitmap of at least ``n`` bits, least
+    significant first) marks and 0 at the others; the rows marked; and the largest value
+    placed (0 if none). Values beyond the marked rows are left out; marked rows beyond the
+    values get 0 (the caller compares the rows marked with ``len(present)``)."""
+    out = np.empty(n, dtype=dtype)
+    if _kernel is not None and compiled and present.dtype.itemsize <= 4 and out.dtype.itemsize <= 4:
+        marked, largest = _kernel.place(np.ascontiguousarray(present), validity, out.view(f"u{out.dtype.itemsize}"))
+        return out, marked, largest
+    rows = np.flatnonzero(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=n,
+                                        bitorder="little").view(bool))
+    out[:] = 0
+    taken = min(len(rows), len(present))
+    out[rows[:taken]] = present[:taken]
+    return out, len(rows), int(present[:taken].max(initial=0))
+
+
+def _codes(indices: pa.Array) -> tuple[np.ndarray, pa.Buffer | None, int]:
+    """A dictionary's indices as NumPy integers (nulls hold anything), its validity bitmap (None
+    without nulls) and the bitmap's first bit."""
+    codes = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype(),
+                          count=indices.offset + len(indices))[indices.offset:]
+    validity = indices.buffers()[0] if indices.null_count else None
+    return codes, validity, indices.offset
+
+
+def valid(array: pa.Array) -> np.ndarray:
+    """Which rows of ``array`` (with a validity bitmap) hold a value, as bools."""
+    bits = np.frombuffer(array.buffers()[0], dtype=np.uint8)
+    return np.unpackbits(bits, count=array.offset + len(array), bitorder="little")[array.offset:].view(bool)
+
+
+def group_rows(indices: pa.Array | np.ndarray, m: int, compiled: bool = True) -> np.ndarray:
+    """Rows per code of ``indices`` (a dictionary's integer indices, nulls counted as code
+    ``m``; or int64 codes below ``m`` without nulls), as ``m + 1`` int64 counts. ValueError if
+    a code is outside [0, m)."""
+    counts = np.zeros(m + 1, dtype=np.int64)
+    codes, validity, offset = (indices, None, 0) if isinstance(indices, np.ndarray) else _codes(indices)
+    if _kernel is not None and compiled:
+        bad = _kernel.group_rows(np.ascontiguousarray(codes), validity, offset, m, counts)
+    else:
+        full = _with_nulls(indices, codes, m)
+        bad = int(np.count_nonzero((full < 0) | (full > m)))
+        if not bad:
+            counts += np.bincount(full, minlength=m + 1)
+    if bad:
+        raise ValueError(f"{bad} dictionary codes out of range")
+    return counts
+
+
+def group_sums(indices: pa.Array | np.ndarray, m: int, values: pa.Array,
+               compiled: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Per code of ``indices`` (as for :func:`group_rows`), the rows where ``values`` (numbers,
+    one per row) has a value and their sum as doubles, added in row order: ``m + 1`` int64
+    counts and ``m + 1`` float64 sums. ValueError if a code is outside [0, m)."""
+    counts = np.zeros(m + 1, dtype=np.int64)
+    sums = np.zeros(m + 1, dtype=np.float64)
+    codes, validity, offset = (indices, None, 0) if isinstance(indices, np.ndarray) else _codes(indices)
+    t = values.type
+    kind = "f" if pa.types.is_floating(t) else "u" if pa.types.is_unsigned_integer(t) else "i"
+    if _kernel is not None and compiled and not pa.types.is_float16(t):
+        data = np.frombuffer(values.buffers()[1], dtype=t.to_pandas_dtype(),
+                             count=values.offset + len(values))[values.offset:]
+        value_validity = values.buffers()[0] if values.null_count else None
+        bad = _kernel.group_sums(np.ascontiguousarray(codes), validity, offset, m, data, kind, value_validity,
+                                 values.offset, counts, sums)
+    else:
+        full = _with_nulls(indices, codes, m)
+        bad = int(np.count_nonzero((full < 0) | (full > m)))
+        if not bad:
+            numbers = (pc.fill_null(values, 0) if values.null_count else values).to_numpy(zero_copy_only=False)
+            with_value = valid(values) if values.null_count else slice(None)
+            counts += np.bincount(full[with_value], minlength=m + 1)
+            sums += np.bincount(full, weights=numbers.astype(np.float64, copy=False), minlength=m + 1)
+    if bad:
+        raise ValueError(f"{bad} dictionary codes out of range")
+    return counts, sums
+
+
+def _with_nulls(indices: pa.Array | np.ndarray, codes: np.ndarray, m: int) -> np.ndarray:
+    """int64 codes with null rows as ``m``."""
+    if not isinstance(indices, np.ndarray) and indices.null_count:
+        return np.where(valid(indices), codes, m).astype(np.int64)
+    return codes.astype(np.int64)
+
+
+__all__ = ["AVAILABLE", "group_rows", "group_sums", "place", "valid"]
