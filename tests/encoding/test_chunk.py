@@ -1,12 +1,12 @@
 """The chunk byte format: round trips of every type, statistics, checksums, versions and the
-golden files that pin format versions 1 and 2 (run-end encoding: see also test_run_end.py).
+golden files that pin format versions 1 to 4 (run-end encoding: see also test_run_end.py).
 
 The golden chunks under ``golden/v<version>`` were written once by :func:`write_golden` with
 the encoder of that version and are checked in; a decoder that can't read them any more breaks
 every store written before it. Write them only for a new format version, into a new folder,
 keeping the old ones::
 
-    python tests/encoding/test_chunk.py golden/v3
+    python tests/encoding/test_chunk.py golden/v4 4
 """
 
 from __future__ import annotations
@@ -177,17 +177,18 @@ def _sample_chunks() -> list[bytes]:
         encode_chunk(pa.array([Decimal("1.25"), None, Decimal("1.25")] * 10, pa.decimal128(10, 2)), "zstd",
                      dictionary=True)[0],
         encode_chunk(pa.array(list(range(1000)), pa.int64()), "zstd")[0],  # delta runs
+        encode_chunk(pa.array([1.5, math.inf, -2.0]), "none")[0],  # infinity is no decimal: plain
     ]
 
 
 def test_the_sample_chunks_cover_every_flag() -> None:
-    # packed dictionaries (1 | 8) for strings and numbers alike
-    assert [c[5] for c in _sample_chunks()] == [9, 9, 0, 2, 3, 1, 6]
+    # packed dictionaries (1 | 8) for strings and numbers alike; short decimals scaled (16)
+    assert [c[5] for c in _sample_chunks()] == [9, 9, 16, 2, 3, 1, 6, 0]
 
 
 def test_documented_worked_example() -> None:
     data, _ = encode_chunk(pa.array([1, 2, 2], pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4303000000")
+    assert data[:8] == bytes.fromhex("434f4c4304000000")
     crc, length = struct.unpack_from("<II", data, 8)
     assert length == len(data) - HEADER_SIZE == len(data) - 16
     assert crc == zlib.crc32(data[4:8] + data[16:])  # version, flags, reserved, then the payload
@@ -198,7 +199,7 @@ def test_documented_worked_example() -> None:
 def test_documented_run_end_example() -> None:
     values = [7] * 300 + [None] * 200 + [9] * 500
     data, stats = encode_chunk(pa.array(values, pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4303020000")
+    assert data[:8] == bytes.fromhex("434f4c4304020000")
     payload = pa.ipc.open_stream(pa.py_buffer(data[16:])).read_all().column("v").chunk(0)
     assert payload.type == pa.run_end_encoded(pa.int32(), pa.int32())
     assert payload.run_ends.to_pylist() == [300, 500, 1000]
@@ -464,11 +465,22 @@ GOLDEN_PACKED_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
                                [dt.datetime(2024, 1, 1 + i % 20, tzinfo=dt.UTC) for i in range(300)]),
     "binary_dict_zstd": (pa.binary(), "zstd", [b"\x00" * (i % 3) + bytes([i % 7]) for i in range(400)]),
 }
-GOLDEN_VERSIONS = (1, 2, 3)
+#: Decimal-scaled floats (format version 4 on): int32 and int64 integers, nulls, negatives, a
+#: float32 column; ``float32_none`` above is scaled from version 4 on too.
+GOLDEN_SCALED_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
+    "float64_scaled_nulls_zstd": (pa.float64(), "zstd",
+                                  [None if i % 7 == 0 else round((i * 7919 % 20001 - 10000) / 1e6, 6)
+                                   for i in range(3000)]),
+    "float64_scaled_wide_lz4": (pa.float64(), "lz4", [123456789.125, -0.5, 900719925.474099, None, 0.0]),
+    "float32_scaled_none": (pa.float32(), "none", [38.8951, -77.0364, None, 0.1, 1e-05]),
+}
+SCALED_FROM_4 = {"float32_none", *GOLDEN_SCALED_COLUMNS}
+GOLDEN_VERSIONS = (1, 2, 3, 4)
 
 
 def _golden_columns(version: int) -> dict[str, tuple[pa.DataType, str, list[Any]]]:
-    return GOLDEN_COLUMNS | (GOLDEN_PACKED_COLUMNS if version >= 3 else {})
+    return GOLDEN_COLUMNS | (GOLDEN_PACKED_COLUMNS if version >= 3 else {}) | (
+        GOLDEN_SCALED_COLUMNS if version >= 4 else {})
 
 
 def write_golden(directory: Path, version: int) -> None:
@@ -491,6 +503,7 @@ def test_golden_chunk_is_readable(name: str, version: int) -> None:
     assert data[:5] == b"COLC" + bytes([version])
     assert bool(data[5] & 2) == (version >= 2 and "_runs_" in name), "the run-end flag"
     assert bool(data[5] & 8) == (version >= 3 and "_dict_" in name and "_runs_" not in name), "the packed flag"
+    assert bool(data[5] & 16) == (version >= 4 and name in SCALED_FROM_4), "the scaled flag"
     decoded = decode_chunk(data)
     assert plain(decoded).type == type_
     assert comparable(plain(decoded).to_pylist()) == comparable(pa.array(values, type_).to_pylist())
@@ -515,5 +528,5 @@ def test_golden_version_1_run_columns_decode_as_version_2_writes_them() -> None:
         assert comparable(plain(v1).to_pylist()) == comparable(plain(v2).to_pylist()), name
 
 
-if __name__ == "__main__":  # python test_chunk.py golden/v3 3
+if __name__ == "__main__":  # python test_chunk.py golden/v4 4
     write_golden(Path(__file__).parent / sys.argv[1], int(sys.argv[2]))

@@ -106,3 +106,14 @@ def test_codes_out_of_range_are_refused(compiled: bool) -> None:
     # a null row's index is not read
     hidden = pa.Array.from_buffers(pa.int8(), 3, [pa.py_buffer(bytes([0b101])), pa.py_buffer(bytes([0, 99, 1]))], 1)
     assert kernels.group_rows(hidden, 3, compiled).tolist() == [1, 1, 0, 1]
+
+
+@pytest.mark.parametrize("dtype", ["i4", "i8"])
+def test_unscale_agrees_with_numpy(dtype: str) -> None:
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    integers = np.concatenate([rng.integers(info.min, info.max, 5000, dtype=dtype, endpoint=True),
+                               np.array([0, 1, -1, info.min, info.max], dtype=dtype)])
+    for power in (1.0, 10.0, 1e6, 1e12):
+        assert kernels.unscale(integers, power).tobytes() == (integers / power).tobytes()
+        assert kernels.unscale(integers, power, compiled=False).tobytes() == (integers / power).tobytes()

@@ -4,6 +4,7 @@
  *   place      a packed dictionary's indices put at the rows its validity bitmap marks
  *   group_rows rows per dictionary code (nulls counted as code m)
  *   group_sums per code, the rows with a value and the sum of the values, added in row order
+ *   unscale    decimal-scaled integers divided back to the doubles they stand for
  *
  * Every function takes contiguous buffers the caller allocated (NumPy arrays), checks their
  * sizes and the indices it follows, and runs without the GIL. */
@@ -318,7 +319,41 @@ done:
     return result;
 }
 
+/* unscale(integers, power, out): out[i] = integers[i] / power (int32 or int64 integers, float64
+ * out; one correctly rounded division each, as NumPy's true divide does it). */
+static PyObject *unscale(PyObject *self, PyObject *args) {
+    PyObject *ints_obj, *out_obj;
+    double power;
+    if (!PyArg_ParseTuple(args, "OdO", &ints_obj, &power, &out_obj)) return NULL;
+    Buf ints, out;
+    ints.held = out.held = 0;
+    PyObject *result = NULL;
+    if (get_buf(ints_obj, &ints, 0, "integers") < 0 || get_buf(out_obj, &out, 1, "out") < 0) goto done;
+    Py_ssize_t n = count_of(&ints);
+    if ((ints.view.itemsize != 4 && ints.view.itemsize != 8) || out.view.itemsize != 8 || count_of(&out) != n) {
+        PyErr_SetString(PyExc_ValueError, "unscale: int32 or int64 integers and as many doubles expected");
+        goto done;
+    }
+    double *restrict dst = out.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (ints.view.itemsize == 4) {
+        const int32_t *src = ints.view.buf;
+        for (Py_ssize_t i = 0; i < n; i++) dst[i] = (double)src[i] / power;
+    } else {
+        const int64_t *src = ints.view.buf;
+        for (Py_ssize_t i = 0; i < n; i++) dst[i] = (double)src[i] / power;
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&ints);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"unscale", unscale, METH_VARARGS, "Decimal-scaled integers divided back to doubles."},
     {"place", place, METH_VARARGS, "A packed dictionary's indices put at the rows its validity bitmap marks."},
     {"group_rows", group_rows, METH_VARARGS, "Rows per dictionary code."},
     {"group_sums", group_sums, METH_VARARGS, "Rows with a value and their sum per dictionary code."},

@@ -4,9 +4,10 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       4     magic b"COLC"
-    4       1     format version (currently 3)
+    4       1     format version (currently 4)
     5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded, bit 2 = delta runs,
-                  bit 3 = packed dictionary (bits 1 and 2: version 2 on; bit 3: version 3 on)
+                  bit 3 = packed dictionary, bit 4 = decimal-scaled floats (bits 1 and 2:
+                  version 2 on; bit 3: version 3 on; bit 4: version 4 on)
     6       2     reserved, zero
     8       4     CRC-32 (zlib.crc32) of bytes 4-7 and then the payload; version 1: of the
                   payload only
@@ -46,6 +47,10 @@ read plain are ~120x smaller and read back 3x faster. Uncompressed, every type u
 12-335x smaller. (Figures: a sorted 10M-row IP-range table, columns with runs of ~500 rows,
 65,536-row chunks; ``tests/encoding/test_run_end.py`` keeps the sizes.)
 
+* scaled (nothing else; version 4 on): a float column whose values are all short decimals, as
+  the integers ``round(value * 10**e)`` with the type and scale in the field's metadata
+  ``colonnade.scaled_of`` (:mod:`colonnade.encoding.scaled`); read back exactly, as floats.
+  Chosen for a float column the run-end and dictionary rules leave plain.
 * delta (with run-end, nothing else): ``run_end_encoded<int32, int64>`` of an integer column's
   first value then its differences between consecutive rows; the field's metadata
   ``colonnade.delta_of`` names the column's type. Chosen, before run ends, for an integer
@@ -56,9 +61,9 @@ Decoding gives every format version's chunk the same logical array: plain, or a 
 strings stored as one.
 
 Worked example: the int32 column ``[1, 2, 2]`` encoded with ZSTD starts with
-``43 4f 4c 43 03 00 00 00`` ("COLC", version 3, no flags), then the CRC-32, then the payload
+``43 4f 4c 43 04 00 00 00`` ("COLC", version 4, no flags), then the CRC-32, then the payload
 length, then an Arrow IPC stream whose schema is ``{"v": int32}``. The int32 column of 300
-sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 03 02 00 00`` (run-end), and its payload
+sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 04 02 00 00`` (run-end), and its payload
 column is ``run_end_encoded<int32, int32>`` with run ends ``[300, 500, 1000]`` and values
 ``[7, null, 9]``. A reader accepts every format version up to :data:`CHUNK_FORMAT_VERSION`; a
 newer one is an explicit error, never a guess.
@@ -94,8 +99,9 @@ from colonnade.encoding.runs import (
     run_end_decode,
     run_end_encode,
 )
+from colonnade.encoding.scaled import SCALED_OF, scaled, unscaled
 
-CHUNK_FORMAT_VERSION = 3
+CHUNK_FORMAT_VERSION = 4
 MAGIC = b"COLC"
 _HEADER = struct.Struct("<4sBBHII")
 HEADER_SIZE = _HEADER.size
@@ -103,9 +109,11 @@ FLAG_DICTIONARY = 1
 FLAG_RUN_END = 2
 FLAG_DELTA = 4
 FLAG_PACKED = 8
+FLAG_SCALED = 16
 #: Header flags each format version may set (all other bits must be zero).
 _VERSION_FLAGS = {1: FLAG_DICTIONARY, 2: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA,
-                  3: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED}
+                  3: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED,
+                  4: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED | FLAG_SCALED}
 
 #: A string column is stored dictionary-encoded when distinct values ≤ this fraction of rows.
 DICTIONARY_RATIO = 0.5
@@ -325,6 +333,9 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
         stored = array = _choose_dictionary(array, dictionary)
         as_dictionary = pa.types.is_dictionary(array.type) and is_dictionary_presented(_value_type(array))
         lo, hi = _min_max(array)
+        found = scaled(stored) if pa.types.is_floating(stored.type) else None
+        if found is not None:
+            stored, metadata = found
     if compression == "none":
         codec = None
     else:
@@ -333,6 +344,8 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
     stores_dictionary = as_dictionary if run_end else pa.types.is_dictionary(stored.type)
     if delta is not None:
         flags = FLAG_DELTA | FLAG_RUN_END
+    elif metadata is not None:
+        flags = FLAG_SCALED
     else:
         flags = (FLAG_DICTIONARY if stores_dictionary else 0) | (FLAG_RUN_END if run_end else 0)
     if flags == FLAG_DICTIONARY and packable(stored):
@@ -408,7 +421,15 @@ def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
     array = batches[0].column(0)
     if bool(flags & FLAG_RUN_END) != pa.types.is_run_end_encoded(array.type):
         raise ChunkFormatError("the header's run-end flag does not match the payload")
-    delta_of = (batches[0].schema.field(0).metadata or {}).get(DELTA_OF)
+    metadata = batches[0].schema.field(0).metadata or {}
+    delta_of, scaled_of = metadata.get(DELTA_OF), metadata.get(SCALED_OF)
+    if bool(flags & FLAG_SCALED) != (scaled_of is not None) or (scaled_of is not None and flags != FLAG_SCALED):
+        raise ChunkFormatError("the header's scaled flag does not match the payload")
+    if scaled_of is not None:
+        try:
+            return unscaled(array, scaled_of)
+        except ValueError as exc:
+            raise ChunkFormatError(str(exc)) from None
     if bool(flags & FLAG_DELTA) != (delta_of is not None) or (delta_of is not None and flags != FLAG_DELTA | FLAG_RUN_END):
         raise ChunkFormatError("the header's delta flag does not match the payload")
     if delta_of is not None:

@@ -9,7 +9,9 @@ code it reproduces exactly, which runs when the extension was not built (no C co
   dictionary code, for grouped aggregates answered in the scan (NumPy: a code array with nulls
   replaced, widened to int64, and one ``bincount`` per figure; compiled: one pass per figure
   over the indices as decoded). Sums add each group's values in row order, as ``bincount``
-  does, so both give the same doubles.
+  does, so both give the same doubles;
+- :func:`unscale`: decimal-scaled integers back to the doubles they stand for (see
+  :mod:`colonnade.encoding.scaled`; NumPy: a conversion then a division, 2-3x slower).
 """
 
 from __future__ import annotations
@@ -116,4 +118,14 @@ def _with_nulls(indices: pa.Array | np.ndarray, codes: np.ndarray, m: int) -> np
     return codes.astype(np.int64)
 
 
-__all__ = ["AVAILABLE", "group_rows", "group_sums", "place", "valid"]
+def unscale(integers: np.ndarray, power: float, compiled: bool = True) -> np.ndarray:
+    """``integers`` (int32 or int64) divided by ``power``, as float64: NumPy's true divide, in
+    one pass instead of a conversion and a division (each a pass and an array)."""
+    if _kernel is not None and compiled and integers.dtype in (np.int32, np.int64):
+        out = np.empty(len(integers), dtype=np.float64)
+        _kernel.unscale(np.ascontiguousarray(integers), power, out)
+        return out
+    return integers / power
+
+
+__all__ = ["AVAILABLE", "group_rows", "group_sums", "place", "unscale", "valid"]
