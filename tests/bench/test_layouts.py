@@ -120,6 +120,10 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
         assert (layout["fixed_s"] is None) == (name in BASELINES) and (layout["fixed_s"] or 0) < 1, name
         assert (layout["fixed_cached_s"] is None) == (not name.startswith("colonnade")), name
     assert "Fixed cost" in (tmp_path / "gdelt.md").read_text()
+    # on a node of this machine, the store's reads came after its SSTables were flushed and compacted
+    notes = by_name["colonnade (cassandra)"]["notes"]
+    assert any("after nodetool flush + compact" in n and n.endswith("reads measured after it")
+               for n in notes) == cassandra_node_is_local, notes
     # Answers were checked by the run: layouts holding the same rows agree, and so do the baselines.
     def agree(a: str, b: str) -> bool:
         return all(gdelt.answers_agree([tuple(r) for r in by_name[a]["answers"][q]],
