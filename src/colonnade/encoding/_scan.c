@@ -9,36 +9,19 @@
  * Every function takes contiguous buffers the caller allocated (NumPy arrays), checks their
  * sizes and the indices it follows, and runs without the GIL. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "buffers.h"
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    Py_buffer view;
-    int held;
-} Buf;
-
-static int get_buf(PyObject *obj, Buf *b, int writable, const char *name) {
-    b->held = 0;
-    if (PyObject_GetBuffer(obj, &b->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    b->held = 1;
+/* Holds obj's buffer in b (see get_buf); TypeError unless its items are 1, 2, 4 or 8 bytes. */
+static int get_int_buf(PyObject *obj, Buf *b, int writable, const char *name) {
+    if (get_buf(obj, b, writable, 0, name) < 0) return -1;
     if (b->view.itemsize != 1 && b->view.itemsize != 2 && b->view.itemsize != 4 && b->view.itemsize != 8) {
         PyErr_Format(PyExc_TypeError, "%s: items of 1, 2, 4 or 8 bytes expected", name);
         return -1;
     }
     return 0;
 }
-
-static void release(Buf *b) {
-    if (b->held) {
-        PyBuffer_Release(&b->view);
-        b->held = 0;
-    }
-}
-
-static Py_ssize_t count_of(const Buf *b) { return b->view.len / b->view.itemsize; }
 
 /* The unsigned integer at position i of a buffer of 1, 2, 4 or 8-byte items. */
 static inline uint64_t uint_at(const void *p, Py_ssize_t itemsize, Py_ssize_t i) {
@@ -116,8 +99,8 @@ static PyObject *place(PyObject *self, PyObject *args) {
     Buf pres, valid, out;
     pres.held = valid.held = out.held = 0;
     PyObject *result = NULL;
-    if (get_buf(pres_obj, &pres, 0, "present") < 0 || get_buf(valid_obj, &valid, 0, "validity") < 0 ||
-        get_buf(out_obj, &out, 1, "out") < 0) goto done;
+    if (get_int_buf(pres_obj, &pres, 0, "present") < 0 || get_int_buf(valid_obj, &valid, 0, "validity") < 0 ||
+        get_int_buf(out_obj, &out, 1, "out") < 0) goto done;
     Py_ssize_t v = count_of(&pres), n = count_of(&out);
     if (valid.view.itemsize != 1 || valid.view.len < (n + 7) / 8 || pres.view.itemsize > 4 || out.view.itemsize > 4) {
         PyErr_SetString(PyExc_ValueError, "place: buffers of inconsistent sizes");
@@ -185,8 +168,8 @@ static inline int64_t masked_code(int64_t raw, int valid, int64_t m, Py_ssize_t 
 /* Parses (codes, validity, bit_offset, m) and checks them: rows n = len(codes). */
 static int codes_args(PyObject *codes_obj, PyObject *valid_obj, Py_ssize_t bit_offset, Py_ssize_t m, Buf *codes,
                       Buf *valid) {
-    if (get_buf(codes_obj, codes, 0, "codes") < 0) return -1;
-    if (valid_obj != Py_None && get_buf(valid_obj, valid, 0, "validity") < 0) return -1;
+    if (get_int_buf(codes_obj, codes, 0, "codes") < 0) return -1;
+    if (valid_obj != Py_None && get_int_buf(valid_obj, valid, 0, "validity") < 0) return -1;
     Py_ssize_t n = count_of(codes);
     if (m < 0 || bit_offset < 0 || (valid->held && (valid->view.itemsize != 1 || (bit_offset + n + 7) / 8 > valid->view.len))) {
         PyErr_SetString(PyExc_ValueError, "codes: buffers of inconsistent sizes");
@@ -209,7 +192,7 @@ static PyObject *group_rows(PyObject *self, PyObject *args) {
     codes.held = valid.held = counts.held = 0;
     PyObject *result = NULL;
     if (codes_args(codes_obj, valid_obj, bit_offset, m, &codes, &valid) < 0 ||
-        get_buf(counts_obj, &counts, 1, "counts") < 0) goto done;
+        get_int_buf(counts_obj, &counts, 1, "counts") < 0) goto done;
     if (counts.view.itemsize != 8 || count_of(&counts) != m + 1) {
         PyErr_SetString(PyExc_ValueError, "group_rows: counts must be m + 1 int64");
         goto done;
@@ -273,9 +256,9 @@ static PyObject *group_sums(PyObject *self, PyObject *args) {
     codes.held = valid.held = vals.held = vvalid.held = counts.held = sums.held = 0;
     PyObject *result = NULL;
     if (codes_args(codes_obj, valid_obj, bit_offset, m, &codes, &valid) < 0 ||
-        get_buf(vals_obj, &vals, 0, "values") < 0 || get_buf(counts_obj, &counts, 1, "counts") < 0 ||
-        get_buf(sums_obj, &sums, 1, "sums") < 0) goto done;
-    if (vvalid_obj != Py_None && get_buf(vvalid_obj, &vvalid, 0, "value validity") < 0) goto done;
+        get_int_buf(vals_obj, &vals, 0, "values") < 0 || get_int_buf(counts_obj, &counts, 1, "counts") < 0 ||
+        get_int_buf(sums_obj, &sums, 1, "sums") < 0) goto done;
+    if (vvalid_obj != Py_None && get_int_buf(vvalid_obj, &vvalid, 0, "value validity") < 0) goto done;
     Py_ssize_t n = count_of(&codes), w = codes.view.itemsize, vw = vals.view.itemsize, bad = 0;
     if (counts.view.itemsize != 8 || count_of(&counts) != m + 1 || sums.view.itemsize != 8 ||
         count_of(&sums) != m + 1 || count_of(&vals) != n || vbit_offset < 0 ||
@@ -328,7 +311,7 @@ static PyObject *unscale(PyObject *self, PyObject *args) {
     Buf ints, out;
     ints.held = out.held = 0;
     PyObject *result = NULL;
-    if (get_buf(ints_obj, &ints, 0, "integers") < 0 || get_buf(out_obj, &out, 1, "out") < 0) goto done;
+    if (get_int_buf(ints_obj, &ints, 0, "integers") < 0 || get_int_buf(out_obj, &out, 1, "out") < 0) goto done;
     Py_ssize_t n = count_of(&ints);
     if ((ints.view.itemsize != 4 && ints.view.itemsize != 8) || out.view.itemsize != 8 || count_of(&out) != n) {
         PyErr_SetString(PyExc_ValueError, "unscale: int32 or int64 integers and as many doubles expected");

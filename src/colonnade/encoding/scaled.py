@@ -38,9 +38,7 @@ def _floats(array: pa.Array) -> np.ndarray:
     values = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype(),
                            count=array.offset + len(array))[array.offset:]
     if array.null_count:
-        valid = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), count=array.offset + len(array),
-                              bitorder="little")[array.offset:].view(bool)
-        values = np.where(valid, values, 0)
+        values = np.where(kernels.valid(array), values, 0)
     return values.astype(np.float64, copy=False)
 
 
@@ -73,7 +71,7 @@ def scaled(array: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
         return None
     values = _floats(array)
     original = values if t == pa.float64() else values.astype(np.float32)
-    present = np.flatnonzero(_valid(array)) if array.null_count else None
+    present = np.flatnonzero(kernels.valid(array)) if array.null_count else None
     probe = (present[:_PROBE] if present is not None else np.arange(min(_PROBE, len(values))))
     for e in range(MAX_SCALE + 1):
         if _gives_back(values[probe], original[probe], e, t) is not None:
@@ -85,13 +83,8 @@ def scaled(array: pa.Array) -> tuple[pa.Array, dict[bytes, bytes]] | None:
         return None
     narrow = integers.min() >= -(1 << 31) and integers.max() < (1 << 31)
     out = pa.array(integers.astype(np.int32) if narrow else integers,
-                   mask=None if present is None else ~_valid(array))
+                   mask=None if present is None else ~kernels.valid(array))
     return out, {SCALED_OF: f"{name}:{e}".encode()}
-
-
-def _valid(array: pa.Array) -> np.ndarray:
-    return np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), count=array.offset + len(array),
-                         bitorder="little")[array.offset:].view(bool)
 
 
 def unscaled(integers: pa.Array, scaled_of: bytes) -> pa.Array:
@@ -106,7 +99,7 @@ def unscaled(integers: pa.Array, scaled_of: bytes) -> pa.Array:
     values = _back(data, int(digits), t)
     validity = integers.buffers()[0] if integers.null_count else None
     if validity is not None and integers.offset:
-        validity = pa.py_buffer(np.packbits(_valid(integers), bitorder="little"))
+        validity = pa.py_buffer(np.packbits(kernels.valid(integers), bitorder="little"))
     return pa.Array.from_buffers(t, len(integers), [validity, pa.py_buffer(values)], integers.null_count)
 
 

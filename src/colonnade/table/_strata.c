@@ -5,37 +5,10 @@
  * Every function takes contiguous buffers that the caller allocated (NumPy arrays), checks
  * their sizes and the indices it follows, and runs without the GIL. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    Py_buffer view;
-    int held;
-} Buf;
-
-static int get_buf(PyObject *obj, Buf *b, int writable, Py_ssize_t itemsize, const char *name) {
-    b->held = 0;
-    if (PyObject_GetBuffer(obj, &b->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    b->held = 1;
-    if (itemsize && b->view.itemsize != itemsize) {
-        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected, got %zd", name, itemsize, b->view.itemsize);
-        return -1;
-    }
-    return 0;
-}
-
-static void release(Buf *b) {
-    if (b->held) {
-        PyBuffer_Release(&b->view);
-        b->held = 0;
-    }
-}
-
-static Py_ssize_t count_of(const Buf *b) { return b->view.len / b->view.itemsize; }
 
 /* The signed integer at position i of a buffer of 1, 2, 4 or 8-byte items. */
 static inline int64_t int_at(const void *p, Py_ssize_t itemsize, Py_ssize_t i) {
