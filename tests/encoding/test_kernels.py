@@ -117,3 +117,12 @@ def test_unscale_agrees_with_numpy(dtype: str) -> None:
     for power in (1.0, 10.0, 1e6, 1e12):
         assert kernels.unscale(integers, power).tobytes() == (integers / power).tobytes()
         assert kernels.unscale(integers, power, compiled=False).tobytes() == (integers / power).tobytes()
+
+
+@pytest.mark.parametrize("t", [pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()])
+def test_values_of_is_a_view_of_the_rows_of_a_slice(t: pa.DataType) -> None:
+    array = pa.array([1, None, 3, 4, None, 6, 7], type=t).slice(2, 4)
+    view = kernels.values_of(array)
+    assert view.dtype == t.to_pandas_dtype() and len(view) == 4
+    assert view[np.asarray(array.is_valid())].tolist() == [3, 4, 6]
+    assert np.shares_memory(view, np.frombuffer(array.buffers()[1], dtype=view.dtype))

@@ -35,8 +35,7 @@ _TYPES = {"double": pa.float64(), "float": pa.float32()}
 
 def _floats(array: pa.Array) -> np.ndarray:
     """The values of a float array as float64 (nulls hold 0)."""
-    values = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype(),
-                           count=array.offset + len(array))[array.offset:]
+    values = kernels.values_of(array)
     if array.null_count:
         values = np.where(kernels.valid(array), values, 0)
     return values.astype(np.float64, copy=False)
@@ -94,8 +93,7 @@ def unscaled(integers: pa.Array, scaled_of: bytes) -> pa.Array:
     t = _TYPES.get(name)
     if t is None or not digits.isdigit() or int(digits) > MAX_SCALE or integers.type not in (pa.int32(), pa.int64()):
         raise ValueError(f"invalid decimal-scaled column: {scaled_of!r} over {integers.type}")
-    data = np.frombuffer(integers.buffers()[1], dtype=integers.type.to_pandas_dtype(),
-                         count=integers.offset + len(integers))[integers.offset:]
+    data = kernels.values_of(integers)
     values = _back(data, int(digits), t)
     validity = integers.buffers()[0] if integers.null_count else None
     if validity is not None and integers.offset:

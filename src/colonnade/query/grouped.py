@@ -370,8 +370,7 @@ def _group_codes(batch: pa.RecordBatch, keys: list[int]) -> tuple[
         array = batch.column(k)
         size = len(array.dictionary)
         indices = array.indices
-        found = np.frombuffer(indices.buffers()[1], dtype=indices.type.to_pandas_dtype(),
-                              count=indices.offset + len(indices))[indices.offset:]
+        found = kernels.values_of(indices)
         if indices.null_count:  # nulls: a group of their own, code size
             found = np.where(kernels.valid(indices), found, size)
         per_key.append(found.astype(np.int64))
