@@ -252,7 +252,6 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
     doesn't allow it (a group column not read as a dictionary, an aggregated column that isn't
     a number, an integer sum that could leave float64's exact range, an answer that doesn't
     take the original's types). An error of the scan is raised as it is."""
-    from sqlglot import exp
 
     from colonnade.table.scan import Scan, _read_segments
 
@@ -290,11 +289,7 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
             failed.append(exc)
             raise
 
-    final = query.final.copy()
-    final.set("expressions", [exp.alias_(item.this if isinstance(item, exp.Alias) else item,
-                                          exp.to_identifier(f.name, quoted=True))
-                              for item, f in zip(final.expressions, out_schema, strict=True)])
-    sql = final.sql(dialect="duckdb")
+    sql = _final_sql(query, out_schema)
     import duckdb
 
     reader = pa.RecordBatchReader.from_batches(schema, partials())
@@ -314,6 +309,29 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return Grouped(table, ds.name, sql, plan.metrics.to_dict() | {"answered_from": "partial aggregates per segment"})
+
+
+#: The query over the partial rows, with its select items named as the answer's, per grouped
+#: query and answer names (sqlglot writes it in about a millisecond: kept)
+_FINAL_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+_KEPT_SQL = 1024
+
+
+def _final_sql(query: GroupedQuery, out_schema: pa.Schema) -> str:
+    key = (query.final.sql(dialect="duckdb") if not query.written else query.written, tuple(out_schema.names))
+    found = _FINAL_SQL.get(key)
+    if found is None:
+        from sqlglot import exp
+
+        final = query.final.copy()
+        final.set("expressions", [exp.alias_(item.this if isinstance(item, exp.Alias) else item,
+                                              exp.to_identifier(f.name, quoted=True))
+                                  for item, f in zip(final.expressions, out_schema, strict=True)])
+        found = final.sql(dialect="duckdb")
+        if len(_FINAL_SQL) >= _KEPT_SQL:
+            _FINAL_SQL.clear()
+        _FINAL_SQL[key] = found
+    return found
 
 
 def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns: list[int],

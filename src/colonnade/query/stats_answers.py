@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from colonnade.table.commits import Snapshot
     from colonnade.table.dataset import Dataset
 
-_KEPT = 1024
+KEPT = 1024
 _UNREAD = object()
 
 
@@ -121,7 +121,7 @@ class StatsAnswers:
         if query not in self._plans:
             plan = analyse(query)
             with self._lock:
-                if len(self._plans) >= _KEPT:
+                if len(self._plans) >= KEPT:
                     self._plans.clear()
                 self._plans[query] = plan
         return self._plans[query]
@@ -134,7 +134,7 @@ class StatsAnswers:
 
             found = analyse_grouped(query)
             with self._lock:
-                if len(self._grouped) >= _KEPT:
+                if len(self._grouped) >= KEPT:
                     self._grouped.clear()
                 self._grouped[query] = found  # type: ignore[assignment]
         return found  # type: ignore[return-value]
@@ -167,7 +167,7 @@ class StatsAnswers:
                 chosen = decided if isinstance(decided, set) else None
                 cached = (aggregate_values(ds, snapshot, plan, chosen, columns), chosen)
             with self._lock:
-                if len(self._values) >= _KEPT:
+                if len(self._values) >= KEPT:
                     self._values.clear()
                 self._values[key] = cached
         values, partitions = cached
@@ -209,7 +209,7 @@ class StatsAnswers:
             finally:
                 con.close()
             with self._lock:
-                if len(self._schemas) >= _KEPT:
+                if len(self._schemas) >= KEPT:
                     self._schemas.clear()
                 self._schemas[key] = found
         return found
