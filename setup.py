@@ -1,18 +1,22 @@
 """The compiled parts of Colonnade: a sample's admission passes (see
-src/colonnade/table/strata_compiled.py) and a scan's passes over dictionary indices and decimal-scaled floats (see
-src/colonnade/encoding/kernels.py). Without a C compiler the build goes on without them, and
-the NumPy code runs."""
+src/colonnade/table/strata_compiled.py), a scan's passes over dictionary indices and
+decimal-scaled floats (see src/colonnade/encoding/kernels.py), and the decoders of packed and
+decimal-scaled chunk payloads (src/colonnade/encoding/packed.py and scaled.py). Without a C
+compiler the build goes on without them, and the Python code runs."""
 
 from setuptools import Extension, setup
 
 
-def _extension(name: str, source: str) -> Extension:
-    # both include the buffer helpers of src/colonnade/buffers.h
-    return Extension(name, [source], include_dirs=["src/colonnade"], depends=["src/colonnade/buffers.h"],
-                     optional=True, extra_compile_args=["-O2"])
+def _extension(name: str, source: str, libraries: list[str] | None = None) -> Extension:
+    # all include the buffer helpers of src/colonnade/buffers.h (the scan's two, place.h too)
+    return Extension(name, [source], include_dirs=["src/colonnade"],
+                     depends=["src/colonnade/buffers.h", "src/colonnade/encoding/place.h"],
+                     optional=True, extra_compile_args=["-O2"], libraries=libraries or [])
 
 
 setup(ext_modules=[
     _extension("colonnade.table._strata", "src/colonnade/table/_strata.c"),
     _extension("colonnade.encoding._scan", "src/colonnade/encoding/_scan.c"),
+    # libzstd is opened when the module is imported (dlopen), not linked: none is needed to build
+    _extension("colonnade.encoding._packed", "src/colonnade/encoding/_packed.c", ["dl", "pthread"]),
 ])

@@ -1,12 +1,12 @@
 """The chunk byte format: round trips of every type, statistics, checksums, versions and the
-golden files that pin format versions 1 to 4 (run-end encoding: see also test_run_end.py).
+golden files that pin format versions 1 to 5 (run-end encoding: see also test_run_end.py).
 
 The golden chunks under ``golden/v<version>`` were written once by :func:`write_golden` with
 the encoder of that version and are checked in; a decoder that can't read them any more breaks
 every store written before it. Write them only for a new format version, into a new folder,
 keeping the old ones::
 
-    python tests/encoding/test_chunk.py golden/v4 4
+    python tests/encoding/test_chunk.py golden/v5 5
 """
 
 from __future__ import annotations
@@ -183,12 +183,12 @@ def _sample_chunks() -> list[bytes]:
 
 def test_the_sample_chunks_cover_every_flag() -> None:
     # packed dictionaries (1 | 8) for strings and numbers alike; short decimals scaled (16)
-    assert [c[5] for c in _sample_chunks()] == [9, 9, 16, 2, 3, 1, 6, 0]
+    assert [c[5] for c in _sample_chunks()] == [9, 9, 24, 2, 3, 1, 6, 0]
 
 
 def test_documented_worked_example() -> None:
     data, _ = encode_chunk(pa.array([1, 2, 2], pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4304000000")
+    assert data[:8] == bytes.fromhex("434f4c4305000000")
     crc, length = struct.unpack_from("<II", data, 8)
     assert length == len(data) - HEADER_SIZE == len(data) - 16
     assert crc == zlib.crc32(data[4:8] + data[16:])  # version, flags, reserved, then the payload
@@ -199,7 +199,7 @@ def test_documented_worked_example() -> None:
 def test_documented_run_end_example() -> None:
     values = [7] * 300 + [None] * 200 + [9] * 500
     data, stats = encode_chunk(pa.array(values, pa.int32()), "zstd")
-    assert data[:8] == bytes.fromhex("434f4c4304020000")
+    assert data[:8] == bytes.fromhex("434f4c4305020000")
     payload = pa.ipc.open_stream(pa.py_buffer(data[16:])).read_all().column("v").chunk(0)
     assert payload.type == pa.run_end_encoded(pa.int32(), pa.int32())
     assert payload.run_ends.to_pylist() == [300, 500, 1000]
@@ -475,7 +475,7 @@ GOLDEN_SCALED_COLUMNS: dict[str, tuple[pa.DataType, str, list[Any]]] = {
     "float32_scaled_none": (pa.float32(), "none", [38.8951, -77.0364, None, 0.1, 1e-05]),
 }
 SCALED_FROM_4 = {"float32_none", *GOLDEN_SCALED_COLUMNS}
-GOLDEN_VERSIONS = (1, 2, 3, 4)
+GOLDEN_VERSIONS = (1, 2, 3, 4, 5)
 
 
 def _golden_columns(version: int) -> dict[str, tuple[pa.DataType, str, list[Any]]]:
@@ -502,7 +502,8 @@ def test_golden_chunk_is_readable(name: str, version: int) -> None:
     data = (GOLDEN / f"v{version}" / f"{name}.chunk").read_bytes()
     assert data[:5] == b"COLC" + bytes([version])
     assert bool(data[5] & 2) == (version >= 2 and "_runs_" in name), "the run-end flag"
-    assert bool(data[5] & 8) == (version >= 3 and "_dict_" in name and "_runs_" not in name), "the packed flag"
+    packed = (version >= 3 and "_dict_" in name and "_runs_" not in name) or (version >= 5 and name in SCALED_FROM_4)
+    assert bool(data[5] & 8) == packed, "the packed flag"
     assert bool(data[5] & 16) == (version >= 4 and name in SCALED_FROM_4), "the scaled flag"
     decoded = decode_chunk(data)
     assert plain(decoded).type == type_
@@ -528,5 +529,5 @@ def test_golden_version_1_run_columns_decode_as_version_2_writes_them() -> None:
         assert comparable(plain(v1).to_pylist()) == comparable(plain(v2).to_pylist()), name
 
 
-if __name__ == "__main__":  # python test_chunk.py golden/v4 4
+if __name__ == "__main__":  # python test_chunk.py golden/v5 5
     write_golden(Path(__file__).parent / sys.argv[1], int(sys.argv[2]))

@@ -10,6 +10,7 @@
  * sizes and the indices it follows, and runs without the GIL. */
 
 #include "buffers.h"
+#include "place.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -42,56 +43,18 @@ static inline void put_at(void *p, Py_ssize_t itemsize, Py_ssize_t i, uint64_t v
     }
 }
 
-static inline int bit_at(const uint8_t *bits, Py_ssize_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
-
 /* place(present, validity, out) -> (rows marked, largest index)
  *
  * out[r] = the next of present's values for every row r the validity bitmap (len(out) bits,
  * least significant first) marks, 0 for the others; stops at the end of present. rows
  * marked: the set bits (the caller checks it equals len(present)); largest: the largest value
  * placed (0 if none). */
-#define PLACE_LOOP(IN, OUT)                                                                       \
-    do {                                                                                          \
-        const IN *src = (const IN *)pres.view.buf;                                                \
-        OUT *dst = (OUT *)out.view.buf;                                                           \
-        Py_ssize_t r = 0;                                                                         \
-        for (; r + 8 <= n && taken + 8 <= v; r += 8) {                                            \
-            uint8_t byte = bits[r >> 3];                                                          \
-            if (byte == 0xff) {                                                                   \
-                for (int k = 0; k < 8; k++) {                                                     \
-                    IN x = src[taken + k];                                                        \
-                    dst[r + k] = (OUT)x;                                                          \
-                    if (x > largest) largest = x;                                                 \
-                }                                                                                 \
-                taken += 8;                                                                       \
-            } else if (byte == 0) {                                                               \
-                memset(dst + r, 0, 8 * sizeof(OUT));                                              \
-            } else { /* without branches on the bits: src[taken + 7] is in bounds here */        \
-                for (int k = 0; k < 8; k++) {                                                     \
-                    uint32_t b = (byte >> k) & 1;                                                 \
-                    uint32_t x = (uint32_t)src[taken] & (0u - b);                                 \
-                    dst[r + k] = (OUT)x;                                                          \
-                    largest = x > largest ? x : largest;                                          \
-                    taken += b;                                                                   \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
-        marked = taken; /* every marked row so far was taken */                                   \
-        for (; r < n; r++) {                                                                      \
-            if (bit_at(bits, r)) {                                                                \
-                marked++;                                                                         \
-                if (taken < v) {                                                                  \
-                    IN x = src[taken++];                                                          \
-                    dst[r] = (OUT)x;                                                              \
-                    if (x > largest) largest = x;                                                 \
-                } else {                                                                          \
-                    dst[r] = 0;                                                                   \
-                }                                                                                 \
-            } else {                                                                              \
-                dst[r] = 0;                                                                       \
-            }                                                                                     \
-        }                                                                                         \
-    } while (0)
+PLACE(uint8_t, uint8_t)
+PLACE(uint8_t, uint16_t)
+PLACE(uint8_t, uint32_t)
+PLACE(uint16_t, uint16_t)
+PLACE(uint16_t, uint32_t)
+PLACE(uint32_t, uint32_t)
 
 static PyObject *place(PyObject *self, PyObject *args) {
     PyObject *pres_obj, *valid_obj, *out_obj;
@@ -107,28 +70,35 @@ static PyObject *place(PyObject *self, PyObject *args) {
         goto done;
     }
     const uint8_t *bits = valid.view.buf;
-    Py_ssize_t taken = 0, marked = 0;
+    Py_ssize_t marked = 0;
     uint64_t largest = 0;
     Py_ssize_t pw = pres.view.itemsize, ow = out.view.itemsize;
+    const void *src = pres.view.buf;
+    void *dst = out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (pw == 1 && ow == 4) PLACE_LOOP(uint8_t, uint32_t);
-    else if (pw == 2 && ow == 4) PLACE_LOOP(uint16_t, uint32_t);
-    else if (pw == 4 && ow == 4) PLACE_LOOP(uint32_t, uint32_t);
-    else if (pw == 1 && ow == 1) PLACE_LOOP(uint8_t, uint8_t);
-    else if (pw == 1 && ow == 2) PLACE_LOOP(uint8_t, uint16_t);
-    else if (pw == 2 && ow == 2) PLACE_LOOP(uint16_t, uint16_t);
+    if (pw == 1 && ow == 4) marked = place_uint8_t_uint32_t(src, v, bits, n, dst);
+    else if (pw == 2 && ow == 4) marked = place_uint16_t_uint32_t(src, v, bits, n, dst);
+    else if (pw == 4 && ow == 4) marked = place_uint32_t_uint32_t(src, v, bits, n, dst);
+    else if (pw == 1 && ow == 1) marked = place_uint8_t_uint8_t(src, v, bits, n, dst);
+    else if (pw == 1 && ow == 2) marked = place_uint8_t_uint16_t(src, v, bits, n, dst);
+    else if (pw == 2 && ow == 2) marked = place_uint16_t_uint16_t(src, v, bits, n, dst);
     else {  /* narrower out than present: values are placed as they are truncated; the caller
              * checks the largest value fits */
+        Py_ssize_t taken = 0;
         for (Py_ssize_t r = 0; r < n; r++) {
             if (bit_at(bits, r)) {
                 marked++;
-                uint64_t x = taken < v ? uint_at(pres.view.buf, pw, taken++) : 0;
-                if (x > largest) largest = x;
-                put_at(out.view.buf, ow, r, x);
+                put_at(dst, ow, r, taken < v ? uint_at(src, pw, taken++) : 0);
             } else {
-                put_at(out.view.buf, ow, r, 0);
+                put_at(dst, ow, r, 0);
             }
         }
+    }
+    /* the largest of the values placed: present's first min(marked, v) */
+    Py_ssize_t placed = marked < v ? marked : v;
+    for (Py_ssize_t i = 0; i < placed; i++) {
+        uint64_t x = uint_at(src, pw, i);
+        largest = x > largest ? x : largest;
     }
     Py_END_ALLOW_THREADS
     result = Py_BuildValue("nK", marked, (unsigned long long)largest);

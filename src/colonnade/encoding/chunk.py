@@ -4,7 +4,7 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       4     magic b"COLC"
-    4       1     format version (currently 4)
+    4       1     format version (currently 5)
     5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded, bit 2 = delta runs,
                   bit 3 = packed dictionary, bit 4 = decimal-scaled floats (bits 1 and 2:
                   version 2 on; bit 3: version 3 on; bit 4: version 4 on)
@@ -14,7 +14,9 @@ Layout (all integers little-endian)::
     12      4     payload length in bytes
     16      n     payload: an Arrow IPC stream holding one record batch of one column,
                   its buffers compressed with LZ4_FRAME or ZSTD (named inside the IPC stream);
-                  with the packed flag, the sections of :mod:`colonnade.encoding.packed`
+                  with the packed flag, sections: a packed dictionary's
+                  (:mod:`colonnade.encoding.packed`) or, with the scaled flag (version 5 on),
+                  decimal-scaled floats' (:mod:`colonnade.encoding.scaled`)
 
 The payload column is, by the flags:
 
@@ -47,10 +49,13 @@ read plain are ~120x smaller and read back 3x faster. Uncompressed, every type u
 12-335x smaller. (Figures: a sorted 10M-row IP-range table, columns with runs of ~500 rows,
 65,536-row chunks; ``tests/encoding/test_run_end.py`` keeps the sizes.)
 
-* scaled (nothing else; version 4 on): a float column whose values are all short decimals, as
+* scaled (nothing else; version 4): a float column whose values are all short decimals, as
   the integers ``round(value * 10**e)`` with the type and scale in the field's metadata
   ``colonnade.scaled_of`` (:mod:`colonnade.encoding.scaled`); read back exactly, as floats.
-  Chosen for a float column the run-end and dictionary rules leave plain.
+  Chosen for a float column the run-end and dictionary rules leave plain. From version 5 on
+  with the packed flag (and nothing else): the same integers zigzag-encoded in byte planes,
+  in sections instead of an IPC stream (4% fewer bytes for GDELT's tone column, decoded
+  without the GIL).
 * delta (with run-end, nothing else): ``run_end_encoded<int32, int64>`` of an integer column's
   first value then its differences between consecutive rows; the field's metadata
   ``colonnade.delta_of`` names the column's type. Chosen, before run ends, for an integer
@@ -61,9 +66,9 @@ Decoding gives every format version's chunk the same logical array: plain, or a 
 strings stored as one.
 
 Worked example: the int32 column ``[1, 2, 2]`` encoded with ZSTD starts with
-``43 4f 4c 43 04 00 00 00`` ("COLC", version 4, no flags), then the CRC-32, then the payload
+``43 4f 4c 43 05 00 00 00`` ("COLC", version 5, no flags), then the CRC-32, then the payload
 length, then an Arrow IPC stream whose schema is ``{"v": int32}``. The int32 column of 300
-sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 04 02 00 00`` (run-end), and its payload
+sevens, 200 nulls and 500 nines starts ``43 4f 4c 43 05 02 00 00`` (run-end), and its payload
 column is ``run_end_encoded<int32, int32>`` with run ends ``[300, 500, 1000]`` and values
 ``[7, null, 9]``. A reader accepts every format version up to :data:`CHUNK_FORMAT_VERSION`; a
 newer one is an explicit error, never a guess.
@@ -99,9 +104,9 @@ from colonnade.encoding.runs import (
     run_end_decode,
     run_end_encode,
 )
-from colonnade.encoding.scaled import SCALED_OF, scaled, unscaled
+from colonnade.encoding.scaled import SCALED_OF, pack_scaled, scaled, unpack_scaled, unscaled
 
-CHUNK_FORMAT_VERSION = 4
+CHUNK_FORMAT_VERSION = 5
 MAGIC = b"COLC"
 _HEADER = struct.Struct("<4sBBHII")
 HEADER_SIZE = _HEADER.size
@@ -113,7 +118,8 @@ FLAG_SCALED = 16
 #: Header flags each format version may set (all other bits must be zero).
 _VERSION_FLAGS = {1: FLAG_DICTIONARY, 2: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA,
                   3: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED,
-                  4: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED | FLAG_SCALED}
+                  4: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED | FLAG_SCALED,
+                  5: FLAG_DICTIONARY | FLAG_RUN_END | FLAG_DELTA | FLAG_PACKED | FLAG_SCALED}
 
 #: A string column is stored dictionary-encoded when distinct values ≤ this fraction of rows.
 DICTIONARY_RATIO = 0.5
@@ -351,6 +357,9 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
     if flags == FLAG_DICTIONARY and packable(stored):
         payload = pack(stored, compression, codec)
         flags |= FLAG_PACKED
+    elif flags == FLAG_SCALED and metadata is not None:
+        payload = pack_scaled(stored, metadata[SCALED_OF], compression, codec)
+        flags |= FLAG_PACKED
     else:
         field = pa.field(_FIELD, stored.type, metadata=metadata)
         batch = pa.record_batch([stored], schema=pa.schema([field]))
@@ -402,9 +411,15 @@ def decode_chunk(data: bytes | memoryview, as_stored: bool = False) -> pa.Array:
     flags, _ = _check_header(data)
     verify_chunk(data)
     buf = pa.py_buffer(data).slice(HEADER_SIZE)
+    if flags == FLAG_PACKED | FLAG_SCALED and memoryview(data)[4] >= 5:
+        try:
+            return unpack_scaled(buf)
+        except PackedFormatError as exc:
+            raise ChunkFormatError(str(exc)) from None
     if flags & FLAG_PACKED:
         if flags != FLAG_PACKED | FLAG_DICTIONARY:
-            raise ChunkFormatError("a packed payload is a dictionary and nothing else")
+            raise ChunkFormatError("a packed payload is a dictionary or decimal-scaled floats (format 5 on), "
+                                   "and nothing else")
         try:
             return _presented(unpack(buf, None if as_stored else pa.int32(), decode_fixed=not as_stored), as_stored)
         except PackedFormatError as exc:

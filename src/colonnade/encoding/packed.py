@@ -42,6 +42,11 @@ import pyarrow.compute as pc
 
 from colonnade.encoding import kernels
 
+try:
+    from colonnade.encoding import _packed as _compiled
+except ImportError:  # built without a C compiler: payloads are decoded in Python
+    _compiled = None  # type: ignore[assignment]
+
 _HEAD = struct.Struct("<BBBBIII")
 _SECTION = struct.Struct("<II")
 SECTIONS = 5
@@ -116,44 +121,24 @@ def pack(array: pa.DictionaryArray, compression: str, codec: pa.Codec | None) ->
         assert width is not None
         values = ordered.buffers()[1].slice(ordered.offset * width, m * width).to_pybytes() if m else b""
     schema = pa.schema([pa.field("v", t)]).serialize().to_pybytes()
-    parts = [_HEAD.pack(CODECS.index(compression), w, lw, 0, n, n - nulls, m), _section(None, schema)]
-    parts += [_section(codec, raw) for raw in (validity, planes, sizes, values)]
+    parts = [_HEAD.pack(CODECS.index(compression), w, lw, 0, n, n - nulls, m), section(None, schema)]
+    parts += [section(codec, raw) for raw in (validity, planes, sizes, values)]
     return b"".join(parts)
 
 
-def _section(codec: pa.Codec | None, raw: bytes) -> bytes:
-    if codec is not None and raw:
-        packed = codec.compress(raw, asbytes=True)
-        if len(packed) < len(raw):
-            return _SECTION.pack(len(raw), len(packed)) + packed
-    return _SECTION.pack(len(raw), len(raw)) + raw
-
-
-_DECOMPRESSORS: dict[str, pa.Codec] = {}
-
-
-def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
-           decode_fixed: bool = False) -> pa.Array:
-    """The dictionary array of a packed payload, its indices of ``index_type`` (None: int8/16/32,
-    as narrow as the dictionary allows); ``decode_fixed``: values of a fixed-width type come back
-    decoded (a plain array, each row's value looked up), not as a dictionary. PackedFormatError
-    if the payload is malformed."""
+def read_sections(payload: pa.Buffer, at: int, count: int, codec_name: str) -> list[pa.Buffer]:
+    """The ``count`` sections of a payload from byte ``at`` on (each: raw length, stored length,
+    stored bytes; compressed with ``codec_name`` unless stored length == raw length), which
+    must end it, decompressed. PackedFormatError if they are malformed."""
     view = memoryview(payload)
-    if len(view) < _HEAD.size:
-        raise PackedFormatError("packed payload shorter than its header")
-    codec_id, w, lw, reserved, n, v, m = _HEAD.unpack_from(view)
-    if codec_id >= len(CODECS) or w not in _UNSIGNED or lw not in (0, *_UNSIGNED) or reserved or v > n:
-        raise PackedFormatError("packed payload header is invalid")
-    name = CODECS[codec_id]
-    codec = None if name == "none" else _DECOMPRESSORS.setdefault(name, pa.Codec(name))
-    at = _HEAD.size
+    codec = None if codec_name == "none" else _DECOMPRESSORS.setdefault(codec_name, pa.Codec(codec_name))
     sections: list[pa.Buffer] = []
-    for index in range(SECTIONS):
+    for _ in range(count):
         if at + _SECTION.size > len(view):
             raise PackedFormatError("packed payload is truncated")
         raw, stored = _SECTION.unpack_from(view, at)
         at += _SECTION.size
-        if at + stored > len(view) or stored > raw or (index == 0 and stored != raw):
+        if at + stored > len(view) or stored > raw:
             raise PackedFormatError("packed payload section is truncated or invalid")
         body = payload.slice(at, stored)
         if stored != raw:
@@ -169,6 +154,45 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
         at += stored
     if at != len(view):
         raise PackedFormatError("packed payload has trailing bytes")
+    return sections
+
+
+def section(codec: pa.Codec | None, raw: bytes) -> bytes:
+    """One section of a payload: ``raw`` compressed by ``codec`` when that makes it smaller."""
+    if codec is not None and raw:
+        packed = codec.compress(raw, asbytes=True)
+        if len(packed) < len(raw):
+            return _SECTION.pack(len(raw), len(packed)) + packed
+    return _SECTION.pack(len(raw), len(raw)) + raw
+
+
+_DECOMPRESSORS: dict[str, pa.Codec] = {}
+
+
+def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
+           decode_fixed: bool = False, compiled: bool = True) -> pa.Array:
+    """The dictionary array of a packed payload, its indices of ``index_type`` (None: int8/16/32,
+    as narrow as the dictionary allows); ``decode_fixed``: values of a fixed-width type come back
+    decoded (a plain array, each row's value looked up), not as a dictionary. PackedFormatError
+    if the payload is malformed.
+
+    A payload whose sections are ZSTD-compressed or not compressed is decoded by one compiled
+    call without the GIL (``_packed.c``) when the extension was built (and, for ZSTD, the
+    system's libzstd found; ``compiled=False``: never); others (LZ4) by the Python code below,
+    which the compiled call reproduces exactly."""
+    if compiled and _compiled is not None:
+        found = _unpack_compiled(payload, index_type, decode_fixed)
+        if found is not None:
+            return found
+    view = memoryview(payload)
+    if len(view) < _HEAD.size:
+        raise PackedFormatError("packed payload shorter than its header")
+    codec_id, w, lw, reserved, n, v, m = _HEAD.unpack_from(view)
+    if codec_id >= len(CODECS) or w not in _UNSIGNED or lw not in (0, *_UNSIGNED) or reserved or v > n:
+        raise PackedFormatError("packed payload header is invalid")
+    sections = read_sections(payload, _HEAD.size, SECTIONS, CODECS[codec_id])
+    if sections[0].size != _SECTION.unpack_from(view, _HEAD.size)[1]:
+        raise PackedFormatError("packed payload section is truncated or invalid")
     schema, validity, planes, sizes, values = sections
     if validity.size != ((n + 7) // 8 if v < n else 0) or planes.size != v * w:
         raise PackedFormatError("packed payload sections disagree with its row counts")
@@ -185,6 +209,46 @@ def unpack(payload: pa.Buffer, index_type: pa.DataType | None = None,
         return pa.Array.from_buffers(t, n, *_placed(found, validity, n, v))
     index_type = index_type or narrow_index_type(m)
     indices = pa.Array.from_buffers(index_type, n, *_placed(present, validity, n, v, index_type.to_pandas_dtype(), m))
+    return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
+
+
+_SCHEMA_AT = _HEAD.size + _SECTION.size
+
+
+def _unpack_compiled(payload: pa.Buffer, index_type: pa.DataType | None, decode_fixed: bool) -> pa.Array | None:
+    """:func:`unpack` by the compiled call, or None when it doesn't decode this payload (another
+    codec, or a header the Python code will name the fault of)."""
+    if payload.size < _SCHEMA_AT:
+        return None
+    codec_id, _, _, _, _, _, m = _HEAD.unpack_from(payload)
+    raw, stored = _SECTION.unpack_from(payload, _HEAD.size)
+    if codec_id not in (0, 2) or (codec_id == 2 and not _compiled.ZSTD) or raw != stored \
+            or _SCHEMA_AT + raw > payload.size:
+        return None
+    t = _value_type(payload.slice(_SCHEMA_AT, raw))
+    fixed = _fixed_width(t)
+    if _variable(t):
+        mode, width = (2 if _large(t) else 1), 0
+    elif fixed is not None:
+        mode, width = (3 if decode_fixed else 0), fixed
+    else:
+        return None
+    index_type = index_type or narrow_index_type(m)
+    if index_type.bit_width not in (8, 16, 32):
+        return None
+    try:
+        found = _compiled.unpack(payload, index_type.bit_width // 8, mode, width)
+    except ValueError as exc:
+        raise PackedFormatError(str(exc)) from None
+    if found is None:
+        return None
+    n, v, m, validity, rows, offsets, values = found
+    bits = pa.py_buffer(validity) if validity is not None else None
+    if mode == 3:
+        return pa.Array.from_buffers(t, n, [bits, pa.py_buffer(rows)], null_count=n - v)
+    dictionary = pa.Array.from_buffers(t, m, [None, pa.py_buffer(offsets), pa.py_buffer(values)] if mode
+                                       else [None, pa.py_buffer(values)])
+    indices = pa.Array.from_buffers(index_type, n, [bits, pa.py_buffer(rows)], null_count=n - v)
     return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
 
 
