@@ -6,8 +6,9 @@ Layout (all integers little-endian)::
     0       4     magic b"COLC"
     4       1     format version (currently 5)
     5       1     flags: bit 0 = dictionary, bit 1 = run-end encoded, bit 2 = delta runs,
-                  bit 3 = packed dictionary, bit 4 = decimal-scaled floats (bits 1 and 2:
-                  version 2 on; bit 3: version 3 on; bit 4: version 4 on)
+                  bit 3 = packed (a payload of sections: with bit 0 a dictionary, from
+                  version 5 on with bit 4 decimal-scaled floats), bit 4 = decimal-scaled
+                  floats (bits 1 and 2: version 2 on; bit 3: version 3 on; bit 4: version 4 on)
     6       2     reserved, zero
     8       4     CRC-32 (zlib.crc32) of bytes 4-7 and then the payload; version 1: of the
                   payload only
