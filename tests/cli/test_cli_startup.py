@@ -138,3 +138,43 @@ def test_ctrl_c_while_loading_prints_no_traceback(events: Path, module: str) -> 
     if result.returncode == 130:
         assert errors in ([], ["interrupted"], ["", "interrupted"]), errors
     assert time.monotonic() - started < 60
+
+
+# Python turns an exception raised while a class is built (a dataclass field's __set_name__,
+# where a Ctrl-C once landed) into a RuntimeError caused by it: still an interrupt.
+WRAPPED_INTERRUPT = """
+import sys, colonnade.cli as cli
+class Interrupting:
+    def find_spec(self, name, path, target=None):
+        if name == "colonnade.cli.main":
+            class Field:
+                def __set_name__(self, owner, name):
+                    raise KeyboardInterrupt
+            type("StoreURI", (), {"password": Field()})
+        return None
+sys.meta_path.insert(0, Interrupting())
+cli.run()
+"""
+
+
+def test_ctrl_c_wrapped_by_class_creation_ends_quietly() -> None:
+    proc = subprocess.run([PYTHON, "-c", WRAPPED_INTERRUPT], capture_output=True, text=True,
+                          timeout=60, env=_env())
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+
+
+def test_is_interrupt_follows_causes_only() -> None:
+    from colonnade.cli import is_interrupt
+
+    wrapped = RuntimeError("Error calling __set_name__")
+    wrapped.__cause__ = KeyboardInterrupt()
+    twice = ValueError("outer")
+    twice.__cause__ = wrapped
+    assert is_interrupt(KeyboardInterrupt()) and is_interrupt(wrapped) and is_interrupt(twice)
+    handled = RuntimeError("raised while handling a Ctrl-C, not because of it")
+    handled.__context__ = KeyboardInterrupt()
+    assert not is_interrupt(handled) and not is_interrupt(RuntimeError("plain"))
+    loop = RuntimeError("a cycle of causes")
+    loop.__cause__ = loop
+    assert not is_interrupt(loop)

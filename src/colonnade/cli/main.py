@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from colonnade import __version__
-from colonnade.cli import EXIT_INTERRUPTED
+from colonnade.cli import EXIT_INTERRUPTED, is_interrupt
 from colonnade.cli.context import Settings
 from colonnade.config import default_store_uri
 from colonnade.errors import ColonnadeError
@@ -82,6 +82,9 @@ class ColonnadeGroup(click.Group):
             click.echo("\ninterrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except Exception as exc:
+            if is_interrupt(exc):  # a Ctrl-C while a module loaded, wrapped by Python
+                click.echo("\ninterrupted", err=True)
+                ctx.exit(EXIT_INTERRUPTED)
             settings = ctx.obj if isinstance(ctx.obj, Settings) else None
             report(exc, debug=settings.debug if settings else bool(os.environ.get("COLONNADE_DEBUG")))
             ctx.exit(getattr(exc, "exit_code", EXIT_ERROR))  # e.g. 2 for a bad option value
@@ -164,6 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         _discard_stdout()
         sys.exit(0)
+    except RuntimeError as exc:  # a Ctrl-C while a class was built, outside the group's handler
+        if is_interrupt(exc):
+            _exit_interrupted()
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
