@@ -108,7 +108,7 @@ def test_a_column_whose_first_values_are_decimals_and_later_ones_not_stays_plain
 
 def test_integers_beyond_int32_are_stored_as_int64() -> None:
     data = _round_trip(pa.array([30_000_000.25, -1.5, None]))
-    assert _head(data) == (2, 8, 2, 0, 3, 2, 0) or _head(data) == (0, 8, 2, 0, 3, 2, 0)
+    assert _head(data) == (2, 8, 2, 0, 3, 2, 0)  # the chunk's codec, whether or not a section is compressed
 
 
 def _rewritten(data: bytes, flags: int | None = None, metadata: bytes | None = None, version: int | None = None,
@@ -153,7 +153,7 @@ def test_damage_the_checksum_cant_see_is_an_error() -> None:
         decode_chunk(_rewritten(data, version=3))
     # version 5: sections
     data = encode_chunk(pa.array([0.25, 1.5, None]))[0]
-    assert _head(data)[:4] == (2, 4, 2, 0) or _head(data)[:4] == (0, 4, 2, 0)
+    assert _head(data)[:4] == (2, 4, 2, 0)
     for flags in (0, FLAG_SCALED, FLAG_PACKED, FLAG_PACKED | FLAG_SCALED | 1):
         with pytest.raises(ChunkFormatError):
             decode_chunk(_rewritten(data, flags=flags))

@@ -82,21 +82,16 @@ typedef struct {
     char *out;             /* the raw bytes when decompressed (bytes object's buffer) */
 } Section;
 
-/* The largest of the v indices held in w byte planes (0 if none). */
-static uint32_t largest_index(const uint8_t *planes, int w, Py_ssize_t v) {
-    uint32_t largest = 0;
-    if (w == 1) {
-        uint8_t top = 0;
-        for (Py_ssize_t j = 0; j < v; j++) top = planes[j] > top ? planes[j] : top;
-        return top;
+/* The largest of n items (0 if none). */
+#define LARGEST(T)                                                                                \
+    static T largest_##T(const T *items, Py_ssize_t n) {                                          \
+        T top = 0;                                                                                \
+        for (Py_ssize_t j = 0; j < n; j++) top = items[j] > top ? items[j] : top;                 \
+        return top;                                                                               \
     }
-    for (Py_ssize_t j = 0; j < v; j++) {
-        uint32_t x = planes[j] | (uint32_t)planes[v + j] << 8;
-        if (w == 4) x |= (uint32_t)planes[2 * v + j] << 16 | (uint32_t)planes[3 * v + j] << 24;
-        largest = x > largest ? x : largest;
-    }
-    return largest;
-}
+
+LARGEST(uint8_t)
+LARGEST(uint32_t)
 
 /* The v indices of w byte planes joined into 4-byte integers. */
 static void join_planes(const uint8_t *planes, int w, Py_ssize_t v, uint32_t *out) {
@@ -132,13 +127,16 @@ GATHER(uint64_t)
  * and the range of the indices checked first. An error message, or NULL. */
 static const char *place_rows(const uint8_t *planes, int w, Py_ssize_t v, Py_ssize_t m, const uint8_t *bits,
                               Py_ssize_t n, int mode, int out_width, const void *values, void *rows) {
-    if (v && largest_index(planes, w, v) >= (uint64_t)m) return "a dictionary index is out of range";
     uint32_t *joined = NULL;
     if (w > 1 || mode == 3) {
         /* mode 3: the indices placed at their rows (as 4 bytes), then the values gathered */
         joined = malloc(sizeof(uint32_t) * (size_t)(v + (mode == 3 ? n : 0)) + 4);
         if (joined == NULL) return "out of memory";
         join_planes(planes, w, v, joined);
+    }
+    if ((joined ? largest_uint32_t(joined, v) : largest_uint8_t(planes, v)) >= (uint64_t)m && v) {
+        free(joined);
+        return "a dictionary index is out of range";
     }
     uint32_t *placed = mode == 3 ? joined + v : NULL;
     Py_ssize_t marked;
