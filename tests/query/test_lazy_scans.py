@@ -9,7 +9,11 @@ rows as a plain Arrow table.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,6 +22,7 @@ import pytest
 from colonnade.store import Store
 from colonnade.table.scan import (
     EAGER_WINDOWS,
+    FETCH_THREADS,
     READ_AHEAD,
     READ_FIRST,
     WINDOW_SEGMENTS,
@@ -162,3 +167,128 @@ def test_windows_are_read_ahead_together(loaded: tuple[Store, pa.Table], monkeyp
     assert len(calls) >= READ_AHEAD and not meet.broken
     assert sorted(got.column("id").to_pylist()) == table.column("id").to_pylist()
     assert plan.metrics.segments_read == ROWS // SEGMENT_ROWS
+
+
+def _scan_threads() -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {"colonnade-decode": set(), "colonnade-fetch": set()}
+    for t in threading.enumerate():
+        for prefix, idents in found.items():
+            if t.name.startswith(prefix) and t.ident is not None:
+                idents.add(t.ident)
+    return found
+
+
+def test_scans_share_threads_kept_for_the_process(loaded: tuple[Store, pa.Table]) -> None:
+    """Scans don't start threads of their own: after the first, later scans (and concurrent
+    ones) run on the same decode and fetch threads, at most the pools' sizes of them."""
+    store, table = loaded
+    ds = store.dataset("ev")
+    assert ds.scan().to_arrow().num_rows == ROWS
+    first = _scan_threads()
+    assert first["colonnade-decode"] and first["colonnade-fetch"]
+    for _ in range(3):
+        assert ds.scan().select("id", "x").to_arrow().num_rows == ROWS
+    later = _scan_threads()
+    assert later["colonnade-decode"] == first["colonnade-decode"]
+    assert len(later["colonnade-decode"]) <= max(2, os.cpu_count() or 2)
+    assert len(later["colonnade-fetch"]) <= FETCH_THREADS
+
+
+def test_more_concurrent_scans_than_fetch_threads_all_finish(loaded: tuple[Store, pa.Table]) -> None:
+    """Scans share the fetch threads, whose tasks wait for decode tasks (which wait for
+    nothing): more scans at once than there are fetch threads, some closed early, still all
+    finish with every row."""
+    store, table = loaded
+    ds = store.dataset("ev")
+    want = table.column("id").to_pylist()
+    errors: list[BaseException] = []
+
+    def full() -> None:
+        try:
+            got = ds.scan().select("id", "note").to_arrow()
+            assert sorted(got.column("id").to_pylist()) == want
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def early() -> None:
+        try:
+            batches = ds.scan().select("id").to_batches()
+            assert next(iter(batches)).num_rows > 0
+            batches.close()  # type: ignore[attr-defined]
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=full if i % 3 else early) for i in range(3 * FETCH_THREADS // READ_AHEAD)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a scan never finished"
+    assert not errors, errors
+
+
+def test_a_failed_fetch_leaves_no_decoding_behind(loaded: tuple[Store, pa.Table],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pools outlive a scan: one whose store fails midway has waited for the decode tasks
+    it started before its error reaches the caller."""
+    from colonnade.table import scan as scan_module
+
+    store, _ = loaded
+    ds = store.dataset("ev")
+    inner_get, inner_decode = type(ds.store).get_chunks, scan_module._decode_group
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def get_chunks(self, dataset, refs):  # type: ignore[no-untyped-def]
+        for i, found in enumerate(inner_get(self, dataset, refs)):
+            if i == len(refs) // 2 and len(refs) > 8:
+                raise OSError("the store went away")
+            yield found
+
+    def decode_group(*args):  # type: ignore[no-untyped-def]
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.05)
+            return inner_decode(*args)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(type(ds.store), "get_chunks", get_chunks)
+    monkeypatch.setattr(scan_module, "DECODE_GROUP_BYTES", 1)  # a decode task per chunk
+    monkeypatch.setattr(scan_module, "_decode_group", decode_group)
+    with pytest.raises(Exception, match="the store went away"):
+        ds.scan().to_arrow()
+    assert most[0] > 0, "no decode task ran"
+    assert running[0] == 0
+
+
+def test_a_forked_child_scans_on_threads_of_its_own(tmp_path: Path) -> None:
+    """A child forked after its parent scanned has none of the parent's threads: it starts its
+    own pools instead of queueing work for threads that aren't there."""
+    import multiprocessing
+
+    import colonnade
+
+    store = colonnade.connect(str(tmp_path / "fork.db"))
+    table = events()
+    ds = store.create_dataset("ev", table.schema, segment_rows=SEGMENT_ROWS)
+    ds.append(table)
+    assert ds.scan().to_arrow().num_rows == ROWS  # the parent's pools exist now
+
+    def child(out: Any) -> None:
+        out.put(store.dataset("ev").scan().select("id").to_arrow().num_rows)
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    proc = ctx.Process(target=child, args=(out,))
+    proc.start()
+    proc.join(timeout=60)
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    assert not alive, "the child's scan never finished"
+    assert proc.exitcode == 0 and out.get(timeout=5) == ROWS
+    store.close()
