@@ -11,7 +11,7 @@ def _extension(name: str, source: str, libraries: list[str] | None = None) -> Ex
     # all include the buffer helpers of src/colonnade/buffers.h (the scan's two, place.h too)
     return Extension(name, [source], include_dirs=["src/colonnade"],
                      depends=["src/colonnade/buffers.h", "src/colonnade/encoding/place.h"],
-                     optional=True, extra_compile_args=["-O2"], libraries=libraries or [])
+                     optional=True, extra_compile_args=["-O3"], libraries=libraries or [])
 
 
 setup(ext_modules=[

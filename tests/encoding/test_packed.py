@@ -22,6 +22,37 @@ def test_the_compiled_decoder_is_built_and_reads_zstd() -> None:
         assert packed._compiled.ZSTD == 1
 
 
+def test_checksums_by_libdeflate_are_zlibs_and_still_catch_damage() -> None:
+    import os
+    import zlib
+
+    from colonnade.encoding import chunk
+    from colonnade.encoding.chunk import ChunkFormatError, verify_chunk
+
+    assert packed._compiled is not None
+    if ctypes.util.find_library("deflate"):
+        assert packed._compiled.CRC32 == 1 and chunk._crc32 is packed._compiled.crc32
+    if not packed._compiled.CRC32:
+        with pytest.raises(RuntimeError, match="libdeflate"):
+            packed._compiled.crc32(b"x", 0)
+        return
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 3, 64, 4095, 4096, 4097, 100_003, 1 << 20):
+        data = os.urandom(n)
+        for start in (0, 1, 0xDEADBEEF, 0xFFFFFFFF):
+            assert packed._compiled.crc32(data, start) == zlib.crc32(data, start), (n, start)
+        if n > 8:
+            view = memoryview(data)[int(rng.integers(1, 8)):]  # not aligned
+            assert packed._compiled.crc32(view, 5) == zlib.crc32(view, 5)
+    data, _ = encode_chunk(pa.array(np.arange(50_000, dtype=np.int64)), "zstd")
+    verify_chunk(data)
+    for at in (HEADER_SIZE, len(data) // 2, len(data) - 1):
+        damaged = bytearray(data)
+        damaged[at] ^= 0x10
+        with pytest.raises(ChunkFormatError, match="checksum"):
+            verify_chunk(bytes(damaged))
+
+
 def _payload(array: pa.Array, compression: str) -> pa.Buffer:
     data, stats = encode_chunk(array, compression, dictionary=True)
     assert data[5] == 9, "not stored as a packed dictionary"
