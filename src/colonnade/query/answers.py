@@ -8,14 +8,14 @@ temporary table or macro of the session may shadow it) and the session changed n
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from colonnade.errors import DatasetNotFoundError
-from colonnade.query.stats_answers import KEPT, StatsAnswers
+from colonnade.query.memo import Memo
+from colonnade.query.stats_answers import StatsAnswers
 
 if TYPE_CHECKING:
     from colonnade.store import Reads, Store
@@ -41,10 +41,9 @@ class Answers:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._stats = StatsAnswers()
-        self._lock = threading.Lock()
         #: per query text, whether its partial-rows form answers it as written (DuckDB's parse
         #: and catalog decide, and they depend on the text alone: worked out once)
-        self._faithful: dict[str, bool] = {}
+        self._faithful: Memo[str, bool] = Memo()
 
     def find(self, query: str, version: int | None, versions: dict[str, int] | None,
              reads: Reads | None = None) -> Answer | None:
@@ -82,14 +81,8 @@ class Answers:
         if grouped.stored_columns(plan, seen) is None:
             return None
         with self._store._sessions.cursor() as cursor:
-            faithful = self._faithful.get(query)
-            if faithful is None:
-                faithful = grouped.only_merged_aggregates(cursor.con, query) and grouped.faithful(cursor.con, query, plan)
-                with self._lock:
-                    if len(self._faithful) >= KEPT:
-                        self._faithful.clear()
-                    self._faithful[query] = faithful
-            if not faithful:
+            if not self._faithful.get(query, lambda: grouped.only_merged_aggregates(cursor.con, query)
+                                      and grouped.faithful(cursor.con, query, plan)):
                 return None
             out_schema = self._stats.answer_schema(query, plan.table, seen)
             answered = None if out_schema is None else grouped.answer(cursor.con, plan, ds, snapshot, seen, out_schema)

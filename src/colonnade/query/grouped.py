@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from colonnade.encoding import kernels
+from colonnade.query.memo import Memo
 from colonnade.query.rewrite import _column, one_table, parse
 
 if TYPE_CHECKING:
@@ -313,25 +314,20 @@ def answer(con: duckdb.DuckDBPyConnection, query: GroupedQuery, ds: Dataset, sna
 
 #: The query over the partial rows, with its select items named as the answer's, per grouped
 #: query and answer names (sqlglot writes it in about a millisecond: kept)
-_FINAL_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
-_KEPT_SQL = 1024
+_FINAL_SQL: Memo[tuple[str, tuple[str, ...]], str] = Memo()
 
 
 def _final_sql(query: GroupedQuery, out_schema: pa.Schema) -> str:
-    key = (query.final.sql(dialect="duckdb") if not query.written else query.written, tuple(out_schema.names))
-    found = _FINAL_SQL.get(key)
-    if found is None:
+    def written() -> str:
         from sqlglot import exp
 
         final = query.final.copy()
         final.set("expressions", [exp.alias_(item.this if isinstance(item, exp.Alias) else item,
                                               exp.to_identifier(f.name, quoted=True))
                                   for item, f in zip(final.expressions, out_schema, strict=True)])
-        found = final.sql(dialect="duckdb")
-        if len(_FINAL_SQL) >= _KEPT_SQL:
-            _FINAL_SQL.clear()
-        _FINAL_SQL[key] = found
-    return found
+        return final.sql(dialect="duckdb")
+    key = (query.final.sql(dialect="duckdb") if not query.written else query.written, tuple(out_schema.names))
+    return _FINAL_SQL.get(key, written)
 
 
 def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns: list[int],

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from colonnade.query.memo import Memo
 from colonnade.query.where import dicts_of, parsed_sql
 
 if TYPE_CHECKING:
@@ -123,19 +124,15 @@ def table_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
 
 
 #: Names read by query texts already seen (a text always names the same tables).
-_NAMES: dict[str, frozenset[str] | None] = {}
-_NAMES_KEPT = 1024
-_UNREAD = object()
+_NAMES: Memo[str, frozenset[str] | None] = Memo()
 
 
 def _cached_names(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
-    cached = _NAMES.get(query, _UNREAD)  # one lookup: another thread may clear the dict meanwhile
-    if cached is _UNREAD:
-        if len(_NAMES) >= _NAMES_KEPT:
-            _NAMES.clear()
+    def read() -> frozenset[str] | None:
         found = table_names(con, query)
-        cached = _NAMES[query] = None if found is None else frozenset(found)
-    return None if cached is None else set(cached)  # type: ignore[call-overload]
+        return None if found is None else frozenset(found)
+    cached = _NAMES.get(query, read)
+    return None if cached is None else set(cached)
 
 
 def _default_schema(catalog: str, schema: str) -> bool:

@@ -19,12 +19,12 @@ values by dataset, version and text.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from colonnade.query.memo import Memo
 from colonnade.query.metadata import typed_values
 from colonnade.query.rewrite import StatsQuery, analyse, rewrite, where_sql
 from colonnade.sqlnames import quoted
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from colonnade.table.commits import Snapshot
     from colonnade.table.dataset import Dataset
 
-KEPT = 1024
-_UNREAD = object()
 
 
 def exact_bounds(type_: pa.DataType, st: ChunkStats) -> bool:
@@ -111,33 +109,21 @@ class StatsAnswers:
     """Answers from statistics for one store, with the caches described above."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._plans: dict[str, StatsQuery | None] = {}
-        self._schemas: dict[tuple[str, str], pa.Schema] = {}
-        self._values: dict[tuple[Any, ...], tuple[list[Any] | None, set[str] | None]] = {}
-        self._grouped: dict[str, GroupedQuery | None] = {}
+        self._plans: Memo[str, StatsQuery | None] = Memo()
+        self._schemas: Memo[tuple[str, str], pa.Schema] = Memo()
+        self._values: Memo[tuple[Any, ...], tuple[list[Any] | None, set[str] | None]] = Memo()
+        self._grouped: Memo[str, GroupedQuery | None] = Memo()
 
     def plan(self, query: str) -> StatsQuery | None:
-        if query not in self._plans:
-            plan = analyse(query)
-            with self._lock:
-                if len(self._plans) >= KEPT:
-                    self._plans.clear()
-                self._plans[query] = plan
-        return self._plans[query]
+        return self._plans.get(query, lambda: analyse(query))
 
     def grouped(self, query: str) -> GroupedQuery | None:
         """The grouped query ``query`` is (see :mod:`colonnade.query.grouped`), or None."""
-        found = self._grouped.get(query, _UNREAD)  # one lookup: another thread may clear it
-        if found is _UNREAD:
+        def analysed() -> GroupedQuery | None:
             from colonnade.query.grouped import analyse as analyse_grouped
 
-            found = analyse_grouped(query)
-            with self._lock:
-                if len(self._grouped) >= KEPT:
-                    self._grouped.clear()
-                self._grouped[query] = found  # type: ignore[assignment]
-        return found  # type: ignore[return-value]
+            return analyse_grouped(query)
+        return self._grouped.get(query, analysed)
 
     def answer(self, con: duckdb.DuckDBPyConnection, query: str, plan: StatsQuery, ds: Dataset,
                snapshot: Snapshot, read_schema: pa.Schema) -> Answered | None:
@@ -153,24 +139,17 @@ class StatsAnswers:
         sources = {t.source for t in spec.partition_by if len(t.sources) == 1}
         if any(columns[c] not in sources for c in plan.where_columns):
             return None
-        key = (ds.name, id(ds), snapshot.version, query)
-        cached = self._values.get(key)
-        if cached is None:
+        def computed() -> tuple[list[Any] | None, set[str] | None]:
             decided: set[str] | bool | None = None  # None: no WHERE; False: not decided exactly
             if plan.where is not None and all(columns[c] in identity for c in plan.where_columns):
                 decided = self._partitions(con, plan, ds, snapshot, columns)
             elif plan.where is not None:
                 decided = _decided_partitions(plan, ds, snapshot)
             if decided is False:
-                cached = (None, None)
-            else:
-                chosen = decided if isinstance(decided, set) else None
-                cached = (aggregate_values(ds, snapshot, plan, chosen, columns), chosen)
-            with self._lock:
-                if len(self._values) >= KEPT:
-                    self._values.clear()
-                self._values[key] = cached
-        values, partitions = cached
+                return None, None
+            chosen = decided if isinstance(decided, set) else None
+            return aggregate_values(ds, snapshot, plan, chosen, columns), chosen
+        values, partitions = self._values.get((ds.name, id(ds), snapshot.version, query), computed)
         if values is None:
             return None
         out_schema = self.answer_schema(query, plan.table, read_schema)
@@ -197,22 +176,17 @@ class StatsAnswers:
         the dataset's schema, registered as ``table``; None if DuckDB fails to run it."""
         import duckdb
 
-        key = (query, str(read_schema))
-        found = self._schemas.get(key)
-        if found is None:
+        def run() -> pa.Schema:
             con = duckdb.connect()
             try:
                 con.register(table, read_schema.empty_table())
-                found = con.sql(query).to_arrow_table().schema
-            except duckdb.Error:
-                return None
+                return con.sql(query).to_arrow_table().schema
             finally:
                 con.close()
-            with self._lock:
-                if len(self._schemas) >= KEPT:
-                    self._schemas.clear()
-                self._schemas[key] = found
-        return found
+        try:
+            return self._schemas.get((query, str(read_schema)), run)
+        except duckdb.Error:
+            return None  # not kept: the query run the normal way says why
 
     def _partitions(self, con: duckdb.DuckDBPyConnection, plan: StatsQuery, ds: Dataset,
                     snapshot: Snapshot, columns: dict[str, str]) -> set[str]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from colonnade.expressions.tree import And, Node, Or, Unknown
+from colonnade.query.memo import Memo
 
 if TYPE_CHECKING:
     import duckdb
@@ -160,27 +161,23 @@ def read_where(con: duckdb.DuckDBPyConnection, query: str,
 
 #: DuckDB's parse of the query texts read last (each query is read by several steps: the names
 #: it reads, its statement kinds, its WHERE clauses); None for a text it can't serialize.
-_PARSED: dict[str, dict[str, Any] | None] = {}
-_PARSED_KEPT = 64
-_UNREAD = object()
+_PARSED: Memo[str, dict[str, Any] | None] = Memo(64)
 
 
 def parsed_sql(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any] | None:
     """``query`` as DuckDB's parser reads it (``json_serialize_sql``: parsed, not bound; SELECT
     statements only), with at least one statement; None when it can't be serialized. Shared:
     callers must not change it."""
-    known = _PARSED.get(query, _UNREAD)  # one lookup: another thread may clear the dict meanwhile
-    if known is not _UNREAD:
-        return known  # type: ignore[return-value]
+    return _PARSED.get(query, lambda: _parse(con, query))
+
+
+def _parse(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any] | None:
     try:
         parsed = json.loads(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [query]).fetchall()[0][0])
     except Exception:  # noqa: BLE001 - not serializable: the caller reads it another way or not at all
-        parsed = None
+        return None
     if not isinstance(parsed, dict) or parsed.get("error") or not parsed.get("statements"):
-        parsed = None
-    if len(_PARSED) >= _PARSED_KEPT:
-        _PARSED.clear()
-    _PARSED[query] = parsed
+        return None
     return parsed
 
 
