@@ -191,3 +191,65 @@ def test_a_corrupt_chunk_is_reported_not_hidden(loaded: Store, raw_store: Any) -
     assert info.value.column == "f"
     with pytest.raises(CorruptChunkError):
         loaded.sql(query)
+
+
+def _value_column(rng: np.random.Generator, t: pa.DataType, rows: int, nulls: float) -> pa.Array:
+    mask = rng.random(rows) < nulls if nulls else None
+    if pa.types.is_floating(t):
+        values = rng.standard_normal(rows) * 1e3
+        values[rng.random(rows) < 0.01] = -0.0
+        return pa.array(values.astype(t.to_pandas_dtype()), t, mask=mask)
+    info = np.iinfo(t.to_pandas_dtype())
+    low, high = max(int(info.min), -(1 << 40)), min(int(info.max), 1 << 40)
+    return pa.array(rng.integers(low, high, rows, endpoint=True).astype(t.to_pandas_dtype()), t, mask=mask)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_partial_rows_are_the_python_ones(seed: int) -> None:
+    """One key: the compiled pass gives what the NumPy code gives, bit for bit, for every value
+    type, nulls in the key and in the values or none, sums wanted or not, sliced batches, and a
+    key whose every row is null or none is."""
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 9000))
+    size = int(rng.integers(1, 3000))
+    key_nulls = [0.0, 0.3, 1.0, 0.02][seed % 4]
+    key = pa.DictionaryArray.from_arrays(
+        pa.array(rng.integers(0, size, rows).astype(np.int32), mask=rng.random(rows) < key_nulls if key_nulls else None),
+        pa.array([f"v{i}" for i in range(size)]))
+    types = [pa.float64(), pa.float32(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+             pa.uint32()]
+    chosen = [types[i] for i in rng.choice(len(types), size=int(rng.integers(1, 5)), replace=False)]
+    values = [_value_column(rng, t, rows, float(rng.choice([0.0, 0.1, 0.9]))) for t in chosen]
+    wanted = [bool(rng.integers(0, 2)) for _ in chosen]
+    batch = pa.record_batch([key, *values], names=["k", *[f"x{i}" for i in range(len(values))]])
+    start = int(rng.integers(0, max(1, rows // 3)))
+    batch = batch.slice(start, rows - start - int(rng.integers(0, max(1, rows // 3))))
+    fields = [pa.field("k", pa.dictionary(pa.int32(), pa.string())), pa.field(ROWS, pa.int64())]
+    for i, (t, w) in enumerate(zip(chosen, wanted, strict=True)):
+        fields.append(pa.field(f"c{i}", pa.int64()))
+        if w:
+            fields.append(pa.field(f"s{i}", pa.float64() if pa.types.is_floating(t) else pa.int64()))
+    schema = pa.schema(fields)
+    columns = list(range(1, len(values) + 1))
+    compiled = _partial(batch, schema, [0], columns, wanted)
+    python = _partial(batch, schema, [0], columns, wanted, compiled=False)
+    assert compiled.schema == python.schema and compiled.num_rows == python.num_rows
+    for a, b in zip(compiled.columns, python.columns, strict=True):
+        assert a.is_valid().equals(b.is_valid())
+        if pa.types.is_dictionary(a.type):
+            assert a.cast(pa.string()).equals(b.cast(pa.string()))
+        else:  # sums bit for bit (-0.0 included)
+            valid = np.asarray(a.is_valid())
+            width = {8: np.uint64}[a.type.bit_width // 8]
+            got, want = (np.frombuffer(x.buffers()[1], width)[x.offset:x.offset + len(x)] for x in (a, b))
+            assert np.array_equal(got[valid], want[valid])
+
+
+def test_the_compiled_partial_refuses_indices_outside_the_dictionary() -> None:
+    key = pa.DictionaryArray.from_arrays(pa.array([0, 1, 5], pa.int32()), pa.array(["a", "b"]), safe=False)
+    batch = pa.record_batch([key, pa.array([1.0, 2.0, 3.0])], names=["k", "x"])
+    schema = pa.schema([pa.field("k", pa.dictionary(pa.int32(), pa.string())), pa.field(ROWS, pa.int64()),
+                        pa.field("c", pa.int64()), pa.field("s", pa.float64())])
+    for compiled in (True, False):
+        with pytest.raises(ValueError, match="out of range"):
+            _partial(batch, schema, [0], [1], [True], compiled=compiled)

@@ -4,6 +4,7 @@
  *   place      a packed dictionary's indices put at the rows its validity bitmap marks
  *   group_rows rows per dictionary code (nulls counted as code m)
  *   group_sums per code, the rows with a value and the sum of the values, added in row order
+ *   partial    a segment's grouped aggregates per code of one key, compacted to the groups present
  *   unscale    decimal-scaled integers divided back to the doubles they stand for
  *
  * Every function takes contiguous buffers the caller allocated (NumPy arrays), checks their
@@ -135,6 +136,20 @@ static inline int64_t masked_code(int64_t raw, int valid, int64_t m, Py_ssize_t 
         }                                                                                         \
     } while (0)
 
+/* The loop of group_rows (and of partial): rows per code; returns the codes out of range.
+ * Called without the GIL. */
+static Py_ssize_t count_codes(const void *c, Py_ssize_t w, const uint8_t *bits, Py_ssize_t bit_offset, Py_ssize_t n,
+                              Py_ssize_t m, int64_t *restrict cnt) {
+    Py_ssize_t bad = 0;
+    switch (w) {
+    case 1: ROWS_LOOP(int8_t); break;
+    case 2: ROWS_LOOP(int16_t); break;
+    case 4: ROWS_LOOP(int32_t); break;
+    default: ROWS_LOOP(int64_t); break;
+    }
+    return bad;
+}
+
 /* Parses (codes, validity, bit_offset, m) and checks them: rows n = len(codes). */
 static int codes_args(PyObject *codes_obj, PyObject *valid_obj, Py_ssize_t bit_offset, Py_ssize_t m, Buf *codes,
                       Buf *valid) {
@@ -167,17 +182,10 @@ static PyObject *group_rows(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "group_rows: counts must be m + 1 int64");
         goto done;
     }
-    Py_ssize_t n = count_of(&codes), w = codes.view.itemsize, bad = 0;
-    const void *c = codes.view.buf;
+    Py_ssize_t bad;
     const uint8_t *bits = valid.held ? valid.view.buf : NULL;
-    int64_t *restrict cnt = counts.view.buf;
     Py_BEGIN_ALLOW_THREADS
-    switch (w) {
-    case 1: ROWS_LOOP(int8_t); break;
-    case 2: ROWS_LOOP(int16_t); break;
-    case 4: ROWS_LOOP(int32_t); break;
-    default: ROWS_LOOP(int64_t); break;
-    }
+    bad = count_codes(codes.view.buf, codes.view.itemsize, bits, bit_offset, count_of(&codes), m, counts.view.buf);
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(bad);
 done:
@@ -197,7 +205,7 @@ done:
 #define SUM_LOOP(T, V)                                                                            \
     do {                                                                                          \
         const T *codes_ = (const T *)c;                                                           \
-        const V *x = (const V *)vals.view.buf;                                                    \
+        const V *x = (const V *)values;                                                           \
         for (Py_ssize_t i = 0; i < n; i++) {                                                      \
             if (vbits != NULL && !bit_at(vbits, vbit_offset + i)) continue;                       \
             int64_t code = masked_code(codes_[i], bits == NULL || bit_at(bits, bit_offset + i), m, &bad); \
@@ -215,6 +223,33 @@ done:
         default: SUM_LOOP(int64_t, V); break;                                                     \
         }                                                                                         \
     } while (0)
+
+/* The loop of group_sums (and of partial): counts and sums per code of n rows; returns the
+ * codes out of range. Called without the GIL. */
+static Py_ssize_t sum_codes(const void *c, Py_ssize_t w, const uint8_t *bits, Py_ssize_t bit_offset, Py_ssize_t n,
+                            Py_ssize_t m, const void *values, Py_ssize_t vw, int kind, const uint8_t *vbits,
+                            Py_ssize_t vbit_offset, int64_t *restrict cnt, double *restrict sum) {
+    Py_ssize_t bad = 0;
+    if (kind == 'f') {
+        if (vw == 8) SUM_CODES(double);
+        else SUM_CODES(float);
+    } else if (kind == 'i') {
+        switch (vw) {
+        case 1: SUM_CODES(int8_t); break;
+        case 2: SUM_CODES(int16_t); break;
+        case 4: SUM_CODES(int32_t); break;
+        default: SUM_CODES(int64_t); break;
+        }
+    } else {
+        switch (vw) {
+        case 1: SUM_CODES(uint8_t); break;
+        case 2: SUM_CODES(uint16_t); break;
+        case 4: SUM_CODES(uint32_t); break;
+        default: SUM_CODES(uint64_t); break;
+        }
+    }
+    return bad;
+}
 
 static PyObject *group_sums(PyObject *self, PyObject *args) {
     PyObject *codes_obj, *valid_obj, *vals_obj, *vvalid_obj, *counts_obj, *sums_obj;
@@ -237,29 +272,10 @@ static PyObject *group_sums(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "group_sums: buffers of inconsistent sizes or kinds");
         goto done;
     }
-    const void *c = codes.view.buf;
     const uint8_t *bits = valid.held ? valid.view.buf : NULL, *vbits = vvalid.held ? vvalid.view.buf : NULL;
-    int64_t *restrict cnt = counts.view.buf;
-    double *restrict sum = sums.view.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 'f') {
-        if (vw == 8) SUM_CODES(double);
-        else SUM_CODES(float);
-    } else if (kind == 'i') {
-        switch (vw) {
-        case 1: SUM_CODES(int8_t); break;
-        case 2: SUM_CODES(int16_t); break;
-        case 4: SUM_CODES(int32_t); break;
-        default: SUM_CODES(int64_t); break;
-        }
-    } else {
-        switch (vw) {
-        case 1: SUM_CODES(uint8_t); break;
-        case 2: SUM_CODES(uint16_t); break;
-        case 4: SUM_CODES(uint32_t); break;
-        default: SUM_CODES(uint64_t); break;
-        }
-    }
+    bad = sum_codes(codes.view.buf, w, bits, bit_offset, n, m, vals.view.buf, vw, kind, vbits, vbit_offset,
+                    counts.view.buf, sums.view.buf);
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(bad);
 done:
@@ -269,6 +285,151 @@ done:
     release(&vvalid);
     release(&counts);
     release(&sums);
+    return result;
+}
+
+/* partial(codes, validity, bit_offset, m, columns) -> (groups, codes, validity, rows, figures)
+ *
+ * One segment's rows aggregated per code of one dictionary key (codes, validity, bit_offset,
+ * m as for group_rows; nulls: a group of their own), compacted to the groups present (in code
+ * order, the null group last): what colonnade.query.grouped's partial rows hold. columns: a
+ * sequence of (values, kind, value_validity, value_bit_offset, sum) as for group_sums, sum
+ * true when the column's sum is wanted. Returns the groups present, their codes (int32; 0 for
+ * the null group), a validity bitmap for them (None without a null group), their rows (int64)
+ * and per column (its rows with a value (int64), its sums (float64 for kind 'f', else the
+ * float64 sums as int64; None unless wanted), a validity bitmap for the sums (None when every
+ * group has a value)). ValueError if a code is out of range. */
+#define PARTIAL_COLUMNS 64
+static PyObject *partial(PyObject *self, PyObject *args) {
+    PyObject *codes_obj, *valid_obj, *columns_obj;
+    Py_ssize_t bit_offset, m;
+    if (!PyArg_ParseTuple(args, "OOnnO", &codes_obj, &valid_obj, &bit_offset, &m, &columns_obj)) return NULL;
+    PyObject *columns = PySequence_Fast(columns_obj, "partial: columns must be a sequence");
+    if (columns == NULL) return NULL;
+    Py_ssize_t ncols = PySequence_Fast_GET_SIZE(columns);
+    Buf codes, valid, vals[PARTIAL_COLUMNS], vvalid[PARTIAL_COLUMNS];
+    int kinds[PARTIAL_COLUMNS], wanted[PARTIAL_COLUMNS];
+    Py_ssize_t voffsets[PARTIAL_COLUMNS];
+    codes.held = valid.held = 0;
+    for (Py_ssize_t j = 0; j < PARTIAL_COLUMNS; j++) vals[j].held = vvalid[j].held = 0;
+    int64_t *tally = NULL; /* rows per code, then per column counts per code */
+    double *sums = NULL;   /* per column sums per code */
+    PyObject *result = NULL, *out = NULL;
+    if (ncols > PARTIAL_COLUMNS) {
+        PyErr_SetString(PyExc_ValueError, "partial: too many columns");
+        goto done;
+    }
+    if (codes_args(codes_obj, valid_obj, bit_offset, m, &codes, &valid) < 0) goto done;
+    Py_ssize_t n = count_of(&codes);
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        PyObject *vals_obj, *vvalid_obj;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(columns, j), "OCOnp", &vals_obj, &kinds[j], &vvalid_obj,
+                              &voffsets[j], &wanted[j]) ||
+            get_int_buf(vals_obj, &vals[j], 0, "values") < 0 ||
+            (vvalid_obj != Py_None && get_int_buf(vvalid_obj, &vvalid[j], 0, "value validity") < 0))
+            goto done;
+        Py_ssize_t vw = vals[j].view.itemsize;
+        if (count_of(&vals[j]) != n || voffsets[j] < 0 ||
+            (vvalid[j].held && (vvalid[j].view.itemsize != 1 || (voffsets[j] + n + 7) / 8 > vvalid[j].view.len)) ||
+            (kinds[j] != 'f' && kinds[j] != 'i' && kinds[j] != 'u') || (kinds[j] == 'f' && vw != 4 && vw != 8)) {
+            PyErr_SetString(PyExc_ValueError, "partial: buffers of inconsistent sizes or kinds");
+            goto done;
+        }
+    }
+    Py_ssize_t slots = m + 1, bad = 0, groups = 0;
+    tally = calloc((size_t)slots * (size_t)(ncols + 1), sizeof(int64_t));
+    sums = calloc((size_t)slots * (size_t)(ncols ? ncols : 1), sizeof(double));
+    if (tally == NULL || sums == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *bits = valid.held ? valid.view.buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    /* per column with a sum wanted or nulls: its counts and sums; the rows per code are a
+     * counted column's without nulls, else counted */
+    Py_ssize_t rows_from = -1;
+    for (Py_ssize_t j = 0; j < ncols && !bad; j++) {
+        if (!wanted[j] && !vvalid[j].held) continue; /* its counts are the rows */
+        bad = sum_codes(codes.view.buf, codes.view.itemsize, bits, bit_offset, n, m, vals[j].view.buf,
+                        vals[j].view.itemsize, kinds[j], vvalid[j].held ? vvalid[j].view.buf : NULL, voffsets[j],
+                        tally + (j + 1) * slots, sums + j * slots);
+        if (!vvalid[j].held && rows_from < 0) rows_from = j;
+    }
+    if (!bad) {
+        if (rows_from >= 0) memcpy(tally, tally + (rows_from + 1) * slots, sizeof(int64_t) * (size_t)slots);
+        else bad = count_codes(codes.view.buf, codes.view.itemsize, bits, bit_offset, n, m, tally);
+    }
+    for (Py_ssize_t j = 0; j < ncols && !bad; j++)
+        if (!wanted[j] && !vvalid[j].held) memcpy(tally + (j + 1) * slots, tally, sizeof(int64_t) * (size_t)slots);
+    for (Py_ssize_t c = 0; c < slots; c++) groups += tally[c] != 0;
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "%zd dictionary codes out of range", bad);
+        goto done;
+    }
+    /* the groups present, compacted */
+    int has_null = tally[m] != 0;
+    PyObject *group_codes = PyBytes_FromStringAndSize(NULL, groups * 4);
+    PyObject *group_valid = has_null ? PyBytes_FromStringAndSize(NULL, (groups + 7) / 8) : Py_NewRef(Py_None);
+    PyObject *rows = PyBytes_FromStringAndSize(NULL, groups * 8);
+    PyObject *figures = PyList_New(ncols);
+    out = Py_BuildValue("(nNNNN)", groups, group_codes, group_valid, rows, figures);
+    if (out == NULL || group_codes == NULL || group_valid == NULL || rows == NULL || figures == NULL) goto done;
+    int32_t *gc = (int32_t *)PyBytes_AS_STRING(group_codes);
+    int64_t *gr = (int64_t *)PyBytes_AS_STRING(rows);
+    Py_ssize_t g = 0;
+    for (Py_ssize_t c = 0; c < slots; c++) {
+        if (!tally[c]) continue;
+        gc[g] = c < m ? (int32_t)c : 0;
+        gr[g++] = tally[c];
+    }
+    if (has_null) { /* every group valid but the last (the null group) */
+        uint8_t *gv = (uint8_t *)PyBytes_AS_STRING(group_valid);
+        memset(gv, 0xff, (size_t)(groups + 7) / 8);
+        gv[(groups - 1) >> 3] &= (uint8_t)~(1u << ((groups - 1) & 7));
+    }
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        const int64_t *cnt = tally + (j + 1) * slots;
+        const double *sum = sums + j * slots;
+        PyObject *counts_obj = PyBytes_FromStringAndSize(NULL, groups * 8);
+        PyObject *sums_obj = wanted[j] ? PyBytes_FromStringAndSize(NULL, groups * 8) : Py_NewRef(Py_None);
+        Py_ssize_t empty = 0;
+        for (Py_ssize_t c = 0; c < slots; c++) empty += tally[c] && !cnt[c];
+        PyObject *sums_valid = wanted[j] && empty ? PyBytes_FromStringAndSize(NULL, (groups + 7) / 8) : Py_NewRef(Py_None);
+        PyObject *figure = Py_BuildValue("(NNN)", counts_obj, sums_obj, sums_valid);
+        if (figure == NULL || counts_obj == NULL || sums_obj == NULL || sums_valid == NULL) {
+            Py_XDECREF(figure);
+            goto done;
+        }
+        PyList_SET_ITEM(figures, j, figure);
+        int64_t *fc = (int64_t *)PyBytes_AS_STRING(counts_obj);
+        uint8_t *fv = sums_valid != Py_None ? (uint8_t *)PyBytes_AS_STRING(sums_valid) : NULL;
+        if (fv) memset(fv, 0, (size_t)(groups + 7) / 8);
+        g = 0;
+        for (Py_ssize_t c = 0; c < slots; c++) {
+            if (!tally[c]) continue;
+            fc[g] = cnt[c];
+            if (wanted[j]) {
+                if (kinds[j] == 'f') ((double *)PyBytes_AS_STRING(sums_obj))[g] = sum[c];
+                else ((int64_t *)PyBytes_AS_STRING(sums_obj))[g] = (int64_t)sum[c];
+            }
+            if (fv && cnt[c]) fv[g >> 3] |= (uint8_t)(1u << (g & 7));
+            g++;
+        }
+    }
+    result = out;
+    out = NULL;
+done:
+    Py_XDECREF(out);
+    free(tally);
+    free(sums);
+    release(&codes);
+    release(&valid);
+    for (Py_ssize_t j = 0; j < PARTIAL_COLUMNS; j++) {
+        release(&vals[j]);
+        release(&vvalid[j]);
+    }
+    Py_DECREF(columns);
     return result;
 }
 
@@ -310,6 +471,7 @@ static PyMethodDef methods[] = {
     {"place", place, METH_VARARGS, "A packed dictionary's indices put at the rows its validity bitmap marks."},
     {"group_rows", group_rows, METH_VARARGS, "Rows per dictionary code."},
     {"group_sums", group_sums, METH_VARARGS, "Rows with a value and their sum per dictionary code."},
+    {"partial", partial, METH_VARARGS, "One segment's rows aggregated per code of one dictionary key."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,6 +11,10 @@ code it reproduces exactly, which runs when the extension was not built (no C co
   replaced, widened to int64, and one ``bincount`` per figure; compiled: one pass per figure
   over the indices as decoded). Sums add each group's values in row order, as ``bincount``
   does, so both give the same doubles;
+- :func:`partial`: a segment's rows per group of one dictionary key, its rows, and per
+  aggregated column its rows with a value and sum, compacted to the groups present (what
+  :func:`group_rows` and :func:`group_sums` give, with the compaction and the arrays around
+  them, in one call: the NumPy code is :mod:`colonnade.query.grouped`'s own);
 - :func:`unscale`: decimal-scaled integers back to the doubles they stand for (see
   :mod:`colonnade.encoding.scaled`; NumPy: a conversion then a division, as fast but with a
   second array of the same size).
@@ -99,7 +103,7 @@ def group_sums(indices: pa.Array | np.ndarray, m: int, values: pa.Array,
     sums = np.zeros(m + 1, dtype=np.float64)
     codes, validity, offset = (indices, None, 0) if isinstance(indices, np.ndarray) else _codes(indices)
     t = values.type
-    kind = "f" if pa.types.is_floating(t) else "u" if pa.types.is_unsigned_integer(t) else "i"
+    kind = _kind(t)
     if _kernel is not None and compiled and not pa.types.is_float16(t):
         data = values_of(values)
         value_validity = values.buffers()[0] if values.null_count else None
@@ -116,6 +120,37 @@ def group_sums(indices: pa.Array | np.ndarray, m: int, values: pa.Array,
     if bad:
         raise ValueError(f"{bad} dictionary codes out of range")
     return counts, sums
+
+
+def _kind(t: pa.DataType) -> str:
+    return "f" if pa.types.is_floating(t) else "u" if pa.types.is_unsigned_integer(t) else "i"
+
+
+def partial(key: pa.DictionaryArray, columns: list[tuple[pa.Array, bool]]) -> list[pa.Array] | None:
+    """One segment's rows grouped by ``key``'s dictionary codes (nulls a group of their own,
+    last), for the groups present: the key (int32 indices into its dictionary), their rows,
+    and per column of ``columns`` (numbers, one per row; with whether its sum is wanted) its
+    rows with a value and, when wanted, its sum (float64, or int64 for integers, summed as
+    doubles in row order; null where no row has a value). None without the extension.
+    ValueError if an index is outside the dictionary."""
+    if _kernel is None or any(pa.types.is_float16(v.type) for v, _ in columns):
+        return None
+    codes, validity, offset = _codes(key.indices)
+    found = _kernel.partial(np.ascontiguousarray(codes), validity, offset, len(key.dictionary), [
+        (values_of(v), _kind(v.type), v.buffers()[0] if v.null_count else None, v.offset, wanted)
+        for v, wanted in columns])
+    groups, group_codes, group_valid, rows, figures = found
+    indices = pa.Array.from_buffers(pa.int32(), groups, [
+        None if group_valid is None else pa.py_buffer(group_valid), pa.py_buffer(group_codes)])
+    arrays = [pa.DictionaryArray.from_arrays(indices, key.dictionary, safe=False),  # codes index it
+              pa.Array.from_buffers(pa.int64(), groups, [None, pa.py_buffer(rows)])]
+    for (counts, sums, sums_valid), (v, wanted) in zip(figures, columns, strict=True):
+        arrays.append(pa.Array.from_buffers(pa.int64(), groups, [None, pa.py_buffer(counts)]))
+        if wanted:
+            arrays.append(pa.Array.from_buffers(pa.float64() if pa.types.is_floating(v.type) else pa.int64(), groups,
+                                                [None if sums_valid is None else pa.py_buffer(sums_valid),
+                                                 pa.py_buffer(sums)]))
+    return arrays
 
 
 def _with_nulls(indices: pa.Array | np.ndarray, codes: np.ndarray, m: int) -> np.ndarray:
@@ -135,4 +170,4 @@ def unscale(integers: np.ndarray, power: float, compiled: bool = True) -> np.nda
     return integers / power
 
 
-__all__ = ["AVAILABLE", "group_rows", "group_sums", "place", "unscale", "valid"]
+__all__ = ["AVAILABLE", "group_rows", "group_sums", "partial", "place", "unscale", "valid"]

@@ -331,9 +331,16 @@ def _final_sql(query: GroupedQuery, out_schema: pa.Schema) -> str:
 
 
 def _partial(batch: pa.RecordBatch, schema: pa.Schema, keys: list[int], columns: list[int],
-             sums: list[bool]) -> pa.RecordBatch:
+             sums: list[bool], compiled: bool = True) -> pa.RecordBatch:
     """One segment's rows as one row per group: the group's values, its rows, and per
-    aggregated column its non-null count and (when wanted) sum (null when it has no value)."""
+    aggregated column its non-null count and (when wanted) sum (null when it has no value).
+    One key: by one compiled call when the extension was built (``compiled=False``: never),
+    which gives what the code below does."""
+    if compiled and len(keys) == 1:
+        compact = kernels.partial(batch.column(keys[0]), [(batch.column(c), wanted)
+                                                          for c, wanted in zip(columns, sums, strict=True)])
+        if compact is not None:
+            return pa.RecordBatch.from_arrays(compact, schema=schema)
     codes, m, split = _group_codes(batch, keys)
     # per aggregated column with nulls or a sum: its rows with a value and sum per code
     figures = {i: kernels.group_sums(codes, m, batch.column(c))
