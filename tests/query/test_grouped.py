@@ -253,3 +253,23 @@ def test_the_compiled_partial_refuses_indices_outside_the_dictionary() -> None:
     for compiled in (True, False):
         with pytest.raises(ValueError, match="out of range"):
             _partial(batch, schema, [0], [1], [True], compiled=compiled)
+
+
+@pytest.mark.parametrize("columns", [0, 1, 64, 65, 70])
+def test_partial_rows_of_no_column_or_many_columns(columns: int) -> None:
+    """count(*) alone (no aggregated column) and more columns than the compiled pass takes (the
+    NumPy code runs): the same partial rows either way."""
+    rng = np.random.default_rng(columns)
+    rows = 3000
+    key = pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, 40, rows).astype(np.int32),
+                                                  mask=rng.random(rows) < 0.2), pa.array([f"v{i}" for i in range(40)]))
+    values = [pa.array(rng.integers(-5, 5, rows), pa.int64(), mask=rng.random(rows) < 0.1) for _ in range(columns)]
+    batch = pa.record_batch([key, *values], names=["k", *[f"x{i}" for i in range(columns)]])
+    fields = [pa.field("k", pa.dictionary(pa.int32(), pa.string())), pa.field(ROWS, pa.int64())]
+    for i in range(columns):
+        fields += [pa.field(f"c{i}", pa.int64()), pa.field(f"s{i}", pa.int64())]
+    schema = pa.schema(fields)
+    compiled = _partial(batch, schema, [0], list(range(1, columns + 1)), [True] * columns)
+    python = _partial(batch, schema, [0], list(range(1, columns + 1)), [True] * columns, compiled=False)
+    assert compiled.equals(python)
+    assert sum(compiled.column(ROWS).to_pylist()) == rows

@@ -356,10 +356,15 @@ PLACE(uint64_t, uint64_t)
 
 /* unscale_W_T(planes, v, power, out): out[j] = the j-th of v integers (zigzag-encoded, in W
  * byte planes) / power, as T (a double, correctly rounded; a float: that double rounded). One
- * loop per width and type, without branches, so that the compiler vectorizes it (-O3; and
- * for AVX2 where the CPU has it). */
+ * loop per width and type, without branches, so that the compiler vectorizes it (-O3; and,
+ * built by GCC for x86-64, for AVX2 too, the clone chosen at load where the CPU has it). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 #define UNSCALE(W, Z, S, T)                                                                      \
-    __attribute__((target_clones("avx2", "default")))                                             \
+    VECTOR_CLONES                                                                                 \
     static void unscale_##W##_##T(const uint8_t *planes, Py_ssize_t v, double power, T *restrict out) { \
         for (Py_ssize_t j = 0; j < v; j++) {                                                      \
             Z zz = 0;                                                                             \

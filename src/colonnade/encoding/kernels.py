@@ -34,6 +34,8 @@ except ImportError:  # built without a C compiler: the NumPy code runs
     _kernel = None  # type: ignore[assignment]
 
 AVAILABLE = _kernel is not None
+#: Aggregated columns :func:`partial` takes at most (``_scan.c``'s PARTIAL_COLUMNS).
+PARTIAL_COLUMNS = 64
 
 
 def place(present: np.ndarray, validity: pa.Buffer, n: int, dtype: np.dtype[Any],
@@ -131,9 +133,9 @@ def partial(key: pa.DictionaryArray, columns: list[tuple[pa.Array, bool]]) -> li
     last), for the groups present: the key (int32 indices into its dictionary), their rows,
     and per column of ``columns`` (numbers, one per row; with whether its sum is wanted) its
     rows with a value and, when wanted, its sum (float64, or int64 for integers, summed as
-    doubles in row order; null where no row has a value). None without the extension.
-    ValueError if an index is outside the dictionary."""
-    if _kernel is None or any(pa.types.is_float16(v.type) for v, _ in columns):
+    doubles in row order; null where no row has a value). None without the extension, or
+    for more than PARTIAL_COLUMNS columns. ValueError if an index is outside the dictionary."""
+    if _kernel is None or len(columns) > PARTIAL_COLUMNS or any(pa.types.is_float16(v.type) for v, _ in columns):
         return None
     codes, validity, offset = _codes(key.indices)
     found = _kernel.partial(np.ascontiguousarray(codes), validity, offset, len(key.dictionary), [
