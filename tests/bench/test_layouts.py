@@ -120,6 +120,12 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
         assert (layout["fixed_s"] is None) == (name in BASELINES) and (layout["fixed_s"] or 0) < 1, name
         assert (layout["fixed_cached_s"] is None) == (not name.startswith("colonnade")), name
     assert "Fixed cost" in (tmp_path / "gdelt.md").read_text()
+    # each Colonnade ingest is compared with pyarrow's parse-only runs beside it
+    for name in ("colonnade (cassandra)", "colonnade (embedded)"):
+        layout = by_name[name]
+        assert layout["parse_beside_s"] > 0, name
+        assert saved["ingest_vs_parse"][name] == pytest.approx(layout["parse_beside_s"] / layout["ingest_s"]), name
+    assert "in the runs just before and after it" in (tmp_path / "gdelt.md").read_text()
     # on a node of this machine, the store's reads came after its SSTables were flushed and compacted
     notes = by_name["colonnade (cassandra)"]["notes"]
     assert any("after nodetool flush + compact" in n and n.endswith("reads measured after it")

@@ -37,6 +37,12 @@ def test_single_node_start_query_stop(tmp_path: Path) -> None:
             session = driver.connect()
             version = session.execute("SELECT release_version FROM system.local").one()
             assert version is not None and version.release_version.startswith("5.0.")
+            # data files mapped and 16 MB heap regions: 1 MiB chunk cells are read without
+            # buffer copies and are not humongous objects
+            mode = session.execute("SELECT value FROM system_views.settings WHERE name = 'disk_access_mode'").one()
+            assert mode is not None and mode.value == "mmap"
+            flags = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\0")
+            assert b"-XX:G1HeapRegionSize=16m" in flags and b"-XX:+AlwaysPreTouch" in flags
             session.execute(
                 "CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
             )

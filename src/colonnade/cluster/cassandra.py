@@ -43,11 +43,17 @@ STOP_TIMEOUT = 60.0
 VERSION_RANGE = "[5.0.0,5.0.9999]"
 DATA_DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers")
 
-# GC and stack settings from Cassandra's jvm-server.options and jvm17-server.options; a node that
-# runs out of heap should die at once rather than limp along and hang the tests using it.
+# GC and stack settings from Cassandra's jvm-server.options and jvm17-server.options (heap pages
+# touched at start, as there); a node that runs out of heap should die at once rather than limp
+# along and hang the tests using it. Regions of 16 MB: chunk cells are up to 1 MiB, and with the
+# default regions (1 MB for a 1 GB heap) every such cell read or written is a humongous object,
+# allocated outside the young generation and starting concurrent marking cycles (a GDELT read of
+# every column, 133 MB of chunks: the node's CPU 0.88-0.92 s -> 0.70-0.87 s with mmap below; for
+# a 1M-row append, 0.58-0.67 s -> 0.45-0.62 s).
 SERVER_FLAGS = (
     "-Xss256k -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 "
-    "-XX:MaxGCPauseMillis=300 -XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem"
+    "-XX:MaxGCPauseMillis=300 -XX:G1HeapRegionSize=16m -XX:+AlwaysPreTouch "
+    "-XX:+ExitOnOutOfMemoryError -XX:+PerfDisableSharedMem"
 ).split()
 
 # Module flags from Cassandra 5.0's conf/jvm17-server.options (JPMS and Netty sections); without
@@ -311,6 +317,9 @@ concurrent_writes: 8
 concurrent_counter_writes: 8
 concurrent_compactors: 1
 compaction_throughput: 0MiB/s
+# Data files mapped, not read through buffers (5.0's default maps only the indexes): chunk cells
+# are large, and a scan reads them whole.
+disk_access_mode: mmap
 # Snapshots on drop/truncate only cost disk and time in a scratch cluster.
 auto_snapshot: false
 incremental_backups: false
