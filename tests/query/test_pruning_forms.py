@@ -328,3 +328,36 @@ def test_views_and_macros_do_not_inherit_a_where_clause(store: Store, raw: pa.Ta
     reference.execute(create)
     assert store.sql(query).to_pylist() == reference.sql(query).to_arrow_table().to_pylist()
     assert any("views or macros" in w for w in store.explain(query).warnings)
+
+
+# -- a repeated query's WHERE clauses are read once ------------------------------------------------
+def test_a_repeated_querys_where_is_read_once_per_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    import colonnade.query.where as where
+
+    calls: list[str] = []
+    real = where._read_where
+
+    def counted(con: Any, query: str, schemas: dict[str, pa.Schema]) -> dict[str, Any]:
+        calls.append(query)
+        return real(con, query, schemas)
+
+    monkeypatch.setattr(where, "_read_where", counted)
+    monkeypatch.setattr(where, "_READ", where.Memo(64))
+    con = duckdb.connect()
+    query = "SELECT * FROM t WHERE x > 5 AND y = 'a'"
+    numbers = pa.schema([("x", pa.int64()), ("y", pa.string())])
+    first = where.read_where(con, query, {"t": numbers})
+    first["t"].rejected.append("changed by a caller")  # the caller's copy: not what is kept
+    first["t"].notes.append("changed by a caller")
+    again = where.read_where(con, query, {"t": numbers})
+    assert len(calls) == 1
+    assert again["t"].node == first["t"].node and again["t"].node is not None
+    assert again["t"].rejected == [] and again["t"].notes == []
+    # the same text over datasets of other schemas is read again: x is not a column of this one
+    other = where.read_where(con, query, {"t": pa.schema([("z", pa.int64()), ("y", pa.string())])})
+    assert len(calls) == 2
+    assert {p.column for p in where.probes_of(other["t"].node)} == {"y"}
+    assert {p.column for p in where.probes_of(again["t"].node)} == {"x", "y"}
+    # an equal schema in another object: read again, to the same answer
+    equal = where.read_where(con, query, {"t": pa.schema(list(numbers))})
+    assert len(calls) == 3 and equal["t"].node == first["t"].node

@@ -125,9 +125,26 @@ class DatasetWhere:
     notes: list[str] = field(default_factory=list)
 
 
+#: What :func:`read_where` found, by query text and datasets' schemas (it depends on nothing
+#: else: the parse is the parser's, and the schemas give the columns' names and types). Keyed
+#: by the schema objects' identities, not their values (hashing a 57-column schema takes about
+#: as long as reading a small query's WHERE): each entry holds its schemas, so no other object
+#: can take one's id while the entry is kept, and an equal schema in another object is a miss.
+_READ: Memo[tuple[str, tuple[tuple[str, int], ...]],
+            tuple[tuple[pa.Schema, ...], dict[str, DatasetWhere]]] = Memo(64)
+
+
 def read_where(con: duckdb.DuckDBPyConnection, query: str,
                schemas: dict[str, pa.Schema]) -> dict[str, DatasetWhere]:
-    """Pruning predicates and rejected filters per dataset (keys: names as in ``schemas``)."""
+    """Pruning predicates and rejected filters per dataset (keys: names as in ``schemas``);
+    the caller's to change (a repeated query's are copies of what was found the first time)."""
+    key = (query, tuple((name, id(schema)) for name, schema in schemas.items()))
+    _, found = _READ.get(key, lambda: (tuple(schemas.values()), _read_where(con, query, schemas)))
+    return {name: DatasetWhere(w.node, list(w.rejected), list(w.notes)) for name, w in found.items()}
+
+
+def _read_where(con: duckdb.DuckDBPyConnection, query: str,
+                schemas: dict[str, pa.Schema]) -> dict[str, DatasetWhere]:
     parsed = parsed_sql(con, query)
     if parsed is None or len(parsed["statements"]) != 1:
         return {}
