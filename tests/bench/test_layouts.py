@@ -104,7 +104,7 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
     keyspace = "bench_smoke"
     try:
         report = gdelt.main(rows=3000, baseline_rows=1000, store=f"cassandra://{cassandra_node}/{keyspace}",
-                            out=tmp_path, repeats=1, echo=lambda _: None)
+                            out=tmp_path, repeats=1, warmup_s=0.2, echo=lambda _: None)
     finally:
         for ks in (keyspace, f"{keyspace}_baselines"):
             cassandra_admin.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=300)
@@ -120,6 +120,9 @@ def test_gdelt_benchmark_smoke_on_cassandra(cassandra_node: str, cassandra_admin
         assert (layout["fixed_s"] is None) == (name in BASELINES) and (layout["fixed_s"] or 0) < 1, name
         assert (layout["fixed_cached_s"] is None) == (not name.startswith("colonnade")), name
     assert "Fixed cost" in (tmp_path / "gdelt.md").read_text()
+    # every layout's reads and queries ran untimed before they were timed, at least once
+    assert saved["warmup_s"] == 0.2 and all(r["warmup_rounds"] >= 1 for r in saved["layouts"])
+    assert "ran untimed, in turn, for at least 0.2 s" in (tmp_path / "gdelt.md").read_text()
     # each Colonnade ingest is compared with pyarrow's parse-only runs beside it
     for name in ("colonnade (cassandra)", "colonnade (embedded)"):
         layout = by_name[name]

@@ -7,7 +7,10 @@ store and for the reference, DuckDB over a ZSTD Parquet file of the same rows. E
 also given as a ratio to the reference measured in the same process, so results from a noisy
 machine stay comparable. Colonnade's ingest (one run) is compared with pyarrow's parse-only
 runs just before and after it, not with those at the start: the machine's speed drifts between
-a run's phases. Answers of Q1–Q3 must agree across layouts or the run fails.
+a run's phases. Before they are timed, each layout's reads and queries run untimed for
+``--warmup`` seconds (:data:`WARMUP_S`), the same for every layout: the reads of a freshly
+started Cassandra node are those of a JVM still compiling its read path. Answers of Q1–Q3 must
+agree across layouts or the run fails.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,8 @@ class LayoutResult:
     #: pyarrow's parse-only time of the same file, the mean of one run just before the ingest
     #: and one just after (the machine's speed drifts between a run's phases)
     parse_beside_s: float | None = None
+    #: rounds of its reads and queries run untimed before they were timed (see WARMUP_S)
+    warmup_rounds: int = 0
 
     def rate(self, seconds: float | None) -> float | None:
         return None if not seconds else self.rows / seconds
@@ -74,6 +79,7 @@ class LayoutResult:
             "read_one_rows_per_s": self.rate(self.read_one_s), "queries_s": self.queries_s,
             "bytes": self.bytes, "answers": self.answers, "notes": self.notes, "fixed_s": self.fixed_s,
             "fixed_cached_s": self.fixed_cached_s, "parse_beside_s": self.parse_beside_s,
+            "warmup_rounds": self.warmup_rounds,
         }
 
 
@@ -89,6 +95,27 @@ def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
         result = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), result
+
+
+#: Seconds every layout's reads and queries run untimed before they are timed (each at least
+#: once): a Cassandra node compiles its read path as it serves it (HotSpot's JIT: a node's first
+#: reads after its start took it 2-3x the CPU of later ones here), which a node in service did
+#: long ago; the reference's files are read from the page cache as the stores' are.
+WARMUP_S = 30.0
+
+
+def warm_up(runs: Sequence[Callable[[], Any]], seconds: float) -> int:
+    """Run ``runs`` in turn, untimed, until ``seconds`` have passed (each at least once, unless
+    ``seconds`` is 0); the rounds run."""
+    if seconds <= 0:
+        return 0
+    start, rounds = time.perf_counter(), 0
+    while True:
+        for run in runs:
+            run()
+        rounds += 1
+        if time.perf_counter() - start >= seconds:
+            return rounds
 
 
 def normalise(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -191,7 +218,7 @@ def fixed_cost(run: Callable[[], pa.Table], label: str) -> float:
     return statistics.median(times)
 
 
-def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResult:
+def run_reference(path: Path, rows: int, work: Path, repeats: int, warmup_s: float = WARMUP_S) -> LayoutResult:
     """DuckDB over a ZSTD Parquet file of the same rows."""
     result = LayoutResult("duckdb+parquet (reference)", rows)
     parquet = work / "gdelt.parquet"
@@ -209,6 +236,10 @@ def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResu
     con = duckdb.connect()
     try:
         con.execute(f"CREATE VIEW gdelt AS SELECT * FROM read_parquet('{parquet}')")
+        result.warmup_rounds = warm_up([lambda: con.sql("SELECT * FROM gdelt").to_arrow_table(),
+                                        lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(),
+                                        *(functools.partial(_duckdb_answer, con, sql) for sql in QUERIES.values())],
+                                       warmup_s)
         result.read_all_s, t = median_time(lambda: con.sql("SELECT * FROM gdelt").to_arrow_table(), repeats)
         assert t.num_rows == rows
         result.read_one_s, t = median_time(lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(), repeats)
@@ -224,7 +255,8 @@ def run_reference(path: Path, rows: int, work: Path, repeats: int) -> LayoutResu
     return result
 
 
-def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: str) -> LayoutResult:
+def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: str,
+                  warmup_s: float = WARMUP_S) -> LayoutResult:
     import colonnade
     from colonnade.ingest.pipeline import ingest
     from colonnade.table.cache import default_cache_mb
@@ -256,6 +288,10 @@ def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: st
             result.notes.append(note + ("; reads measured after it" if on_disk is not None else ""))
             if on_disk is not None:
                 result.bytes = on_disk
+        result.warmup_rounds = warm_up([lambda: ds.scan().to_arrow(),
+                                        lambda: ds.scan(columns=["MonthYear"]).to_arrow(),
+                                        *(functools.partial(store.sql, sql) for sql in QUERIES.values())],
+                                       warmup_s)
         result.read_all_s, t = median_time(lambda: ds.scan().to_arrow(), repeats)
         if t.num_rows != rows:
             raise BenchError(f"{label}: read {t.num_rows} rows, expected {rows}")
@@ -339,6 +375,13 @@ def markdown_table(report: dict[str, Any]) -> str:
         lines.append(", ".join(r["name"] for r in prefix) + f": measured on the first {prefix[0]['rows']:,} of "
                      f"{report['rows']:,} rows, so their disk figures are for those rows ({per_record}) "
                      "and their ratios are per record.")
+    if report.get("warmup_s"):
+        lines.append("")
+        lines.append(f"Before its timed runs (median of {report.get('repeats', 1)}), each layout's reads and "
+                     f"queries ran untimed, in turn, for at least {report['warmup_s']:g} s and at least once "
+                     "(a Cassandra node compiles its read path as it serves it; the reference's files are "
+                     "in the page cache as the stores' are): "
+                     + ", ".join(f"{r['name']} {r.get('warmup_rounds', 0)}x" for r in layouts) + ".")
     fixed = [(r["name"], r["fixed_s"]) for r in layouts if r.get("fixed_s")]
     if fixed:
         lines.append("")
@@ -383,7 +426,7 @@ def ratios(r: LayoutResult, ref: LayoutResult) -> dict[str, float | None]:
 
 def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "bench-results",
          repeats: int = 3, baseline_rows: int = 200_000, layouts: list[str] | None = None,
-         seed: int = 42, echo: Callable[[str], None] = print) -> dict[str, Any]:
+         seed: int = 42, warmup_s: float = WARMUP_S, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the benchmark; writes ``gdelt.json`` and ``gdelt.md`` into ``out`` and returns the report."""
     out_dir = Path(out)
     work = out_dir / "work"
@@ -399,24 +442,26 @@ def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "ben
     if store_uri.startswith("cassandra"):
         if "colonnade" in wanted:
             echo("colonnade on cassandra ...")
-            results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (cassandra)"))
+            results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (cassandra)", warmup_s))
         extra = wanted & {"row", "wide", "blob"}
         if extra:
             from colonnade.bench.layouts import run_baselines
 
-            results += run_baselines(path, rows, store_uri, min(baseline_rows, rows), sorted(extra), repeats, echo)
+            results += run_baselines(path, rows, store_uri, min(baseline_rows, rows), sorted(extra), repeats,
+                                     echo, warmup_s)
         if "embedded" in wanted:
             echo("colonnade on the embedded store ...")
-            results.append(run_colonnade(path, rows, f"sqlite:///{work / 'bench.db'}", repeats, "colonnade (embedded)"))
+            results.append(run_colonnade(path, rows, f"sqlite:///{work / 'bench.db'}", repeats, "colonnade (embedded)",
+                                          warmup_s))
     else:
         echo("colonnade ...")
-        results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (embedded)"))
+        results.append(run_colonnade(path, rows, store_uri, repeats, "colonnade (embedded)", warmup_s))
     echo("reference: duckdb over zstd parquet ...")
-    ref = run_reference(path, rows, work, repeats)
+    ref = run_reference(path, rows, work, repeats, warmup_s)
     results.append(ref)
     check_answers([ref] + results[:-1])
     report: dict[str, Any] = {
-        "benchmark": "gdelt", "rows": rows, "seed": seed, "repeats": repeats,
+        "benchmark": "gdelt", "rows": rows, "seed": seed, "repeats": repeats, "warmup_s": warmup_s,
         "store": store_uri, "machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "data_bytes": path.stat().st_size, "parse_only_s": parse_s, "parse_only_rows_per_s": rows / parse_s,
         "layouts": [r.to_dict() for r in results],

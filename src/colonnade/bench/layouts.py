@@ -53,11 +53,13 @@ import pyarrow.csv as pacsv
 from colonnade.bench import gdelt_data
 from colonnade.bench.gdelt import (
     QUERIES,
+    WARMUP_S,
     BenchError,
     LayoutResult,
     answers_agree,
     median_time,
     normalise,
+    warm_up,
 )
 from colonnade.config import StoreURI, parse_store_uri
 
@@ -474,7 +476,8 @@ def _check_table(name: str, got: pa.Table, expected: pa.Table) -> None:
 
 
 def run_baselines(path: Path, rows: int, store_uri: str, baseline_rows: int, layouts: Sequence[str],
-                  repeats: int, echo: Callable[[str], None] = print) -> list[LayoutResult]:
+                  repeats: int, echo: Callable[[str], None] = print,
+                  warmup_s: float = WARMUP_S) -> list[LayoutResult]:
     """Measure the named layouts (of :data:`BASELINES`) on the first ``baseline_rows`` rows of
     ``path`` in the keyspace ``<store keyspace>_baselines``; ``rows`` is the file's row count."""
     unknown = set(layouts) - set(BASELINES)
@@ -517,6 +520,8 @@ def run_baselines(path: Path, rows: int, store_uri: str, baseline_rows: int, lay
             result = results[name]
             echo(f"baseline {name}: reading ...")
             _check_table(name, table.read(), prefix)
+            result.warmup_rounds = warm_up([table.read, functools.partial(table.read, ["MonthYear"]),
+                                            *(functools.partial(table.query, q) for q in QUERIES)], warmup_s)
             result.read_all_s, _ = median_time(table.read, repeats)
             result.read_one_s, t = median_time(functools.partial(table.read, ["MonthYear"]), repeats)
             if t.num_rows != n:
