@@ -236,15 +236,15 @@ def run_reference(path: Path, rows: int, work: Path, repeats: int, warmup_s: flo
     con = duckdb.connect()
     try:
         con.execute(f"CREATE VIEW gdelt AS SELECT * FROM read_parquet('{parquet}')")
-        result.warmup_rounds = warm_up([lambda: con.sql("SELECT * FROM gdelt").to_arrow_table(),
-                                        lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(),
-                                        *(functools.partial(_duckdb_answer, con, sql) for sql in QUERIES.values())],
-                                       warmup_s)
-        result.read_all_s, t = median_time(lambda: con.sql("SELECT * FROM gdelt").to_arrow_table(), repeats)
+        read_all = functools.partial(_duckdb_answer, con, "SELECT * FROM gdelt")
+        read_one = functools.partial(_duckdb_answer, con, "SELECT MonthYear FROM gdelt")
+        queries = {q: functools.partial(_duckdb_answer, con, sql) for q, sql in QUERIES.items()}
+        result.warmup_rounds = warm_up([read_all, read_one, *queries.values()], warmup_s)
+        result.read_all_s, t = median_time(read_all, repeats)
         assert t.num_rows == rows
-        result.read_one_s, t = median_time(lambda: con.sql("SELECT MonthYear FROM gdelt").to_arrow_table(), repeats)
-        for q, sql in QUERIES.items():
-            result.queries_s[q], t = median_time(functools.partial(_duckdb_answer, con, sql), repeats)
+        result.read_one_s, t = median_time(read_one, repeats)
+        for q, run in queries.items():
+            result.queries_s[q], t = median_time(run, repeats)
             result.answers[q] = normalise(t)
         pq.write_table(fixed_table(), work / "fixed_cost.parquet", compression="zstd")
         con.execute(f"CREATE VIEW fixed_cost AS SELECT * FROM read_parquet('{work / 'fixed_cost.parquet'}')")
@@ -288,16 +288,20 @@ def run_colonnade(path: Path, rows: int, store_uri: str, repeats: int, label: st
             result.notes.append(note + ("; reads measured after it" if on_disk is not None else ""))
             if on_disk is not None:
                 result.bytes = on_disk
-        result.warmup_rounds = warm_up([lambda: ds.scan().to_arrow(),
-                                        lambda: ds.scan(columns=["MonthYear"]).to_arrow(),
-                                        *(functools.partial(store.sql, sql) for sql in QUERIES.values())],
-                                       warmup_s)
-        result.read_all_s, t = median_time(lambda: ds.scan().to_arrow(), repeats)
+        def read_all() -> pa.Table:
+            return ds.scan().to_arrow()
+
+        def read_one() -> pa.Table:
+            return ds.scan(columns=["MonthYear"]).to_arrow()
+
+        queries = {q: functools.partial(store.sql, sql) for q, sql in QUERIES.items()}
+        result.warmup_rounds = warm_up([read_all, read_one, *queries.values()], warmup_s)
+        result.read_all_s, t = median_time(read_all, repeats)
         if t.num_rows != rows:
             raise BenchError(f"{label}: read {t.num_rows} rows, expected {rows}")
-        result.read_one_s, t = median_time(lambda: ds.scan(columns=["MonthYear"]).to_arrow(), repeats)
-        for q, sql in QUERIES.items():
-            result.queries_s[q], t = median_time(functools.partial(store.sql, sql), repeats)
+        result.read_one_s, t = median_time(read_one, repeats)
+        for q, run in queries.items():
+            result.queries_s[q], t = median_time(run, repeats)
             result.answers[q] = normalise(t)
         if "fixed_cost" in store:
             store.drop_dataset("fixed_cost")
