@@ -189,9 +189,9 @@ def _sqlite_store(request: pytest.FixtureRequest, directory: Path) -> Iterator[S
 class _Keyspaces:
     """Empty keyspaces for the Cassandra store fixtures. Making one (the keyspace and the store's
     tables: ten schema changes) takes about 1.5 s on the test node and dropping it 0.6 s, while
-    emptying one (a TRUNCATE of each table) takes 0.3 s: so a keyspace a test is done with is
-    emptied and handed to the next test, unless it holds more than the store's own tables (a
-    test made one of its own) or emptying it failed (then it is dropped, as before)."""
+    emptying one (a TRUNCATE of each table, all at once) takes 0.2 s: so a keyspace a test is
+    done with is emptied and handed to the next test, unless it holds more than the store's own
+    tables (a test made one of its own) or emptying it failed (then it is dropped, as before)."""
 
     def __init__(self, admin: Any) -> None:
         self._admin = admin
@@ -208,9 +208,10 @@ class _Keyspaces:
         others = list(self._admin.execute(
             "SELECT view_name FROM system_schema.views WHERE keyspace_name = %s", (keyspace,)))
         if tables == set(TABLES) and not others:
-            try:
-                for table in TABLES:
-                    self._admin.execute(f"TRUNCATE {keyspace}.{table}", timeout=120)
+            try:  # the truncations run at once: one after another they took half as long again
+                for pending in [self._admin.execute_async(f"TRUNCATE {keyspace}.{table}", timeout=120)
+                                for table in TABLES]:
+                    pending.result()
             except Exception:  # noqa: BLE001 - dropped instead, which reports its own failure
                 pass
             else:

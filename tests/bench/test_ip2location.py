@@ -151,7 +151,7 @@ def test_bench_on_cassandra_with_the_row_layouts(cassandra_node: str, cassandra_
     keyspace = f"t_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "out"
     try:
-        run = _bench(out, "--workers", "2", "--reference-rows", "20000",
+        run = _bench(out, "--workers", "2", "--reference-rows", "5000",
                      "--store", f"cassandra://{cassandra_node}/{keyspace}")
     finally:
         cassandra_admin.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
@@ -161,12 +161,12 @@ def test_bench_on_cassandra_with_the_row_layouts(cassandra_node: str, cassandra_
     assert ref["contact"] == cassandra_node and ref["processes"] in (1, 2, 4)
     assert set(ref["calibration_rows_per_s"]) == {"1", "2", "4"}
     for name, layout in ref["layouts"].items():
-        assert layout["rows"] == 20_000 and layout["rows_per_s"] > 0 and layout["problems"] == [], name
-        assert layout["count"]["answer"] == 20_000 or layout["count"]["error"]
+        assert layout["rows"] == 5_000 and layout["rows_per_s"] > 0 and layout["problems"] == [], name
+        assert layout["count"]["answer"] == 5_000 or layout["count"]["error"]
         ip_only = layout["lookups"]["ip_only"]
         assert ip_only["n"] + ip_only["errors"] >= 50
         assert all(r["ok"] for r in ip_only["runs"] if r["error"] is None)
-        truth = data.country_counts(data.range_table(600_000, report["ranges"], 42), 20_000)
+        truth = data.country_counts(data.range_table(600_000, report["ranges"], 42), 5_000)
         assert all(c["answer"] == truth[c["country"]] for c in layout["by_country"] if c["error"] is None)
     assert set(report["ratios"]) == {"load_vs_country", "load_vs_country_region_city"}
     assert report["machine"]["cassandra_driver"]

@@ -55,9 +55,10 @@ def box_query(lat: float, lon: float, side: float, form: str) -> str:
             f"FROM gdelt WHERE {where}")
 
 
-@pytest.fixture
-def loaded(store: Store) -> tuple[Store, pa.Table]:
-    data = events()
+@pytest.fixture(scope="module")
+def loaded(module_store: Store) -> tuple[Store, pa.Table]:
+    """Loaded once per backend: the tests that use it only read."""
+    store, data = module_store, events()
     ds = store.create_dataset("gdelt", GDELT_SCHEMA, partition_by=PARTITION, sort_by=SORT, segment_rows=1500)
     result = ds.append(data)
     assert result.off_curve == outside(data) > len(BAD)
