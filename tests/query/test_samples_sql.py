@@ -7,7 +7,6 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from colonnade import Store
@@ -29,6 +28,10 @@ def _rows(n: int, seed: int) -> pa.Table:
                      "bid": pa.array(bid, mask=rng.random(n) < 0.05)})
 
 
+#: The rows the last commit of :func:`_build` deletes.
+DELETED = "site = 7 AND bid > 9"
+
+
 def _build(store: Store, name: str = "imps", seed: int = 11) -> pa.Table:
     """The dataset and its sample, made by several commits; returns the rows it holds after them."""
     ds = store.create_dataset(name, _rows(1, 0).schema)
@@ -38,10 +41,10 @@ def _build(store: Store, name: str = "imps", seed: int = 11) -> pa.Table:
     for i in range(3):  # the sample is maintained by these commits
         parts.append(_rows(40_000, seed * 10 + 2 + i))
         ds.append(parts[-1])
-    ds.delete("site = 7 AND bid > 9")
-    rows = pa.concat_tables(parts)
-    gone = pc.fill_null(pc.and_(pc.equal(rows["site"], 7), pc.greater(rows["bid"], 9)), False)
-    return rows.filter(pc.invert(gone))
+    ds.delete(DELETED)
+    duck = duckdb.connect()
+    duck.register("written", pa.concat_tables(parts))
+    return duck.sql(f"SELECT * FROM written WHERE ({DELETED}) IS NOT TRUE").to_arrow_table()
 
 
 @pytest.fixture
