@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from colonnade.cluster import ClusterError, LocalCluster, cql_ready
+from colonnade.cluster.cassandra import NODE_TIMER_SLACK_NS
+from colonnade.cluster.jvm import launch_detached
 
 # Slot 25 (127.0.0.26, JMX 9699) stays clear of a development cluster on 127.0.0.1 and of the
 # suite's shared test node (slot 20 by default).
@@ -43,6 +45,11 @@ def test_single_node_start_query_stop(tmp_path: Path) -> None:
             assert mode is not None and mode.value == "mmap"
             flags = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\0")
             assert b"-XX:G1HeapRegionSize=16m" in flags and b"-XX:+AlwaysPreTouch" in flags
+            # the request threads' idle sleeps may end late: the node's threads, started after
+            # it was launched, have its timer slack
+            threads = list(Path(f"/proc/{node.pid}/task").iterdir())
+            assert len(threads) > 20
+            assert {int(Path(f"/proc/{t.name}/timerslack_ns").read_text()) for t in threads} == {NODE_TIMER_SLACK_NS}
             session.execute(
                 "CREATE KEYSPACE k WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
             )
@@ -91,3 +98,21 @@ def test_a_node_gone_on_two_looks_exited_during_startup(tmp_path: Path, monkeypa
     _pid_sequence(cluster, [None, None], monkeypatch)
     with pytest.raises(ClusterError, match="node1 exited during startup"):
         cluster._wait_up(1, timeout=30)
+
+
+@pytest.mark.skipif(not Path("/proc/self/timerslack_ns").exists(), reason="Linux's timer slack")
+def test_a_detached_process_has_the_timer_slack_asked_for(tmp_path: Path) -> None:
+    """The slack is set in the launcher, kept through its fork and exec: the detached program
+    (and, by default, a program launched without one) has it."""
+    import time
+
+    out = tmp_path / "out.txt"
+    script = "cat /proc/self/timerslack_ns"
+    launch_detached(["/bin/sh", "-c", script], tmp_path, out, timer_slack_ns=123_000)
+    plain = tmp_path / "plain.txt"
+    launch_detached(["/bin/sh", "-c", script], tmp_path, plain)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (out.exists() and out.read_text() and plain.exists() and plain.read_text()):
+        time.sleep(0.05)
+    assert out.read_text().strip() == "123000"
+    assert plain.read_text().strip() == Path("/proc/self/timerslack_ns").read_text().strip()

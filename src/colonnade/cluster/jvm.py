@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -102,11 +103,14 @@ def fetch_distribution(
     return resolved, dist / "lib"
 
 
-def launch_detached(cmd: list[str], cwd: Path, stdout: Path) -> int:
+def launch_detached(cmd: list[str], cwd: Path, stdout: Path, timer_slack_ns: int | None = None) -> int:
     """Start ``cmd`` in its own session with stdout and stderr appended to ``stdout``; its pid.
 
     It forks through sh so the JVM is re-parented away from us: it outlives this process, and no
-    Popen object lingers to warn about a still-running child.
+    Popen object lingers to warn about a still-running child. ``timer_slack_ns``: the timer
+    slack of the process (``prctl(PR_SET_TIMERSLACK)``, kept across fork and exec and by the
+    threads it starts; Linux only, ignored elsewhere), how late the kernel may end its timed
+    sleeps so as to wake it fewer times.
     """
     launcher = 'exec "$@" >>"$COLONNADE_STDOUT" 2>&1 </dev/null &\necho $!'
     env = {**os.environ, "COLONNADE_STDOUT": str(stdout)}
@@ -118,8 +122,25 @@ def launch_detached(cmd: list[str], cwd: Path, stdout: Path) -> int:
         text=True,
         start_new_session=True,
         check=True,
+        preexec_fn=_slack_setter(timer_slack_ns) if timer_slack_ns else None,
     )
     return int(out.stdout.strip())
+
+
+PR_SET_TIMERSLACK = 29
+
+
+def _slack_setter(ns: int) -> Callable[[], None] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
+
+    def set_slack() -> None:
+        prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+
+    return set_slack
 
 
 def still_gone(pid: Callable[[], int | None], recheck: float = 1.0) -> bool:
