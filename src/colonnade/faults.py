@@ -3,7 +3,10 @@
 A fault point is a no-op unless ``$COLONNADE_FAULTS`` is set. Its value is a comma-separated
 list of ``NAME:N[:ACTION]``: the N-th time this process reaches point ``NAME``, ACTION happens —
 ``kill`` (the default: SIGKILL this process, as a power cut or ``kill -9`` would) or ``stop``
-(SIGSTOP this process, so a test can act while it is frozen mid-write and then SIGCONT it)::
+(SIGSTOP this process, so a test can act while it is frozen mid-write and then SIGCONT it;
+once continued, the stopped thread waits ``STOP_SETTLE`` seconds before it goes on, so that a
+signal sent while the process was frozen is taken at the point, whichever thread the kernel
+hands it to)::
 
     COLONNADE_FAULTS="after_chunks:3" colonnade ingest t big.csv     # dies after the 3rd segment
 
@@ -33,12 +36,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from functools import lru_cache
 
 ENV = "COLONNADE_FAULTS"
 POINTS = ("after_segment_row", "after_chunks", "before_commit", "after_commit",
           "worker_task", "after_poll", "after_rejects", "after_stream_commit")
 ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
+STOP_SETTLE = 0.25
 
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
@@ -75,6 +80,11 @@ def fault_point(name: str) -> None:
                 # directed at this thread, so that it stops before it returns from here (a stop
                 # sent to the process may be taken by another thread while this one runs on)
                 signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+                # continued. A SIGINT sent while frozen is pending for the whole process: any
+                # thread may take it, and Python runs its handler in the main thread at the
+                # next check. Without a pause the main thread could run on into a commit (whose
+                # SIGINT is held) before that, and the interrupt would land after the point.
+                time.sleep(STOP_SETTLE)
             else:
                 os.kill(os.getpid(), ACTIONS[action])  # SIGKILL takes every thread at once
 
