@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import colonnade.table.scan as scan_module
 from colonnade.store import Store
 from colonnade.table.scan import (
     EAGER_WINDOWS,
@@ -167,6 +168,39 @@ def test_windows_are_read_ahead_together(loaded: tuple[Store, pa.Table], monkeyp
     assert len(calls) >= READ_AHEAD and not meet.broken
     assert sorted(got.column("id").to_pylist()) == table.column("id").to_pylist()
     assert plan.metrics.segments_read == ROWS // SEGMENT_ROWS
+
+
+def test_a_window_hands_on_each_segment_once_it_is_decoded(loaded: tuple[Store, pa.Table],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment's batch reaches the consumer once its own chunks are decoded and finished, not
+    once the whole window is: here the finish of the first window's last segment waits until the
+    consumer holds the window's first batch (a scan that handed on whole windows would keep it
+    waiting), and every row still arrives once."""
+    store, table = loaded
+    ds = store.dataset("ev")
+    inner = scan_module._decode_group
+
+    def decode_group(*args: Any) -> Any:  # decoded after the fetch thread has handed the window on
+        time.sleep(0.05)
+        return inner(*args)
+
+    monkeypatch.setattr(scan_module, "_decode_group", decode_group)
+    plan = ds.scan().select("id", "n").plan()
+    last_first = plan.segments[READ_FIRST - 1].stats["id"].min
+    handed = threading.Event()
+    waited: list[bool] = []
+
+    def finish(batch: pa.RecordBatch) -> pa.RecordBatch:
+        if pc.min(batch.column("id")).as_py() == last_first:
+            waited.append(handed.wait(10))
+        return batch
+
+    batches = _read_segments(ds, plan, finish, eager=True)
+    first = next(batches)
+    handed.set()
+    got = pa.Table.from_batches([first, *batches])
+    assert waited == [True]
+    assert sorted(got.column("id").to_pylist()) == table.column("id").to_pylist()
 
 
 def _scan_threads() -> dict[str, set[int]]:

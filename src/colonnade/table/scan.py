@@ -9,7 +9,8 @@ consumer that stops early (DuckDB on ``LIMIT``) has read one or two segments; fr
 :data:`READ_AHEAD` windows are fetched and decoded ahead of the consumer by thread pools (kept
 for the process's life and shared by its scans: starting a query's threads anew, each with
 memory of its own to fault in, cost a 4M-row grouped query about a tenth of its CPU time). It
-yields one batch per segment. The filter, if any, is applied exactly to what is read (in the
+yields one batch per segment, each as soon as that segment's chunks are decoded (and finished),
+not once its whole window is. The filter, if any, is applied exactly to what is read (in the
 worker threads); pruning only skips what can't match.
 """
 
@@ -326,7 +327,7 @@ def _decode_group(dataset: str, chunks: list[tuple[ChunkRef, bytes]], types: dic
 
 
 class _Cached:
-    """An array at hand (cached, or decoded in this thread), read like a future's."""
+    """An array at hand (cached, decoded in this thread, or of nulls), read like a future's."""
 
     __slots__ = ("_array",)
 
@@ -340,17 +341,17 @@ class _Cached:
 class _Part:
     """One array of a decode task's result, read like a future's."""
 
-    __slots__ = ("_future", "_index")
+    __slots__ = ("future", "_index")
 
     def __init__(self, future: Future[list[pa.Array]], index: int) -> None:
-        self._future, self._index = future, index
+        self.future, self._index = future, index
 
     def result(self) -> pa.Array:
-        return self._future.result()[self._index]
+        return self.future.result()[self._index]
 
 
 def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
-                  pool: ThreadPoolExecutor, finish: Finisher | None) -> list[pa.RecordBatch]:
+                  pool: ThreadPoolExecutor, finish: Finisher | None) -> list[Future[pa.RecordBatch]]:
     tasks: list[Future[Any]] = []
     try:
         return _fetch_and_decode(ds, plan, window, pool, finish, tasks)
@@ -360,9 +361,11 @@ def _fetch_window(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
 
 
 def _fetch_and_decode(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment], pool: ThreadPoolExecutor,
-                      finish: Finisher | None, tasks: list[Future[Any]]) -> list[pa.RecordBatch]:
-    """A window's batches, its chunks decoded (and its batches finished) by ``pool``, each task
-    started noted in ``tasks``."""
+                      finish: Finisher | None, tasks: list[Future[Any]]) -> list[Future[pa.RecordBatch]]:
+    """A future of each segment's batch in the window, in order: its chunks fetched (in one
+    request for the window), decoded by ``pool``, each task started noted in ``tasks``; a
+    segment's batch is made (and finished) as soon as its own chunks are decoded, in the thread
+    that decoded the last of them, not once the whole window is."""
     refs = [ChunkRef(s.entry.partition, c, s.entry.segment, s.entry.bucket)
             for s in window for c in plan.read_columns if c in s.stats]
     types: dict[str, pa.DataType | None] = {
@@ -412,32 +415,68 @@ def _fetch_and_decode(ds: Dataset, plan: ScanPlan, window: list[PlannedSegment],
     finally:
         plan.metrics.chunks_read += len(futures)
         plan.metrics.bytes_read += nbytes
-    batches = []
+    parts: list[list[_Part | _Cached]] = []
     for s in window:
-        arrays = []
+        found: list[_Part | _Cached] = []
         for c in plan.read_columns:
             if c not in s.stats:  # column added after this segment
-                arrays.append(pa.nulls(s.entry.rows, plan.schema.field(c).type))
+                found.append(_Cached(pa.nulls(s.entry.rows, plan.schema.field(c).type)))
                 continue
             fut = futures.get((s.entry.segment, c))
             if fut is None:
                 raise CorruptChunkError(ds.name, c, s.entry.segment, "chunk is missing from the store")
-            arrays.append(fut.result())
-        if arrays and plan.as_stored:
-            batches.append(pa.RecordBatch.from_arrays(arrays, names=list(plan.read_columns)))
-        elif arrays:
-            batches.append(pa.RecordBatch.from_arrays(arrays, schema=plan.schema))
-        else:  # no column wanted: a batch of rows without columns
-            batches.append(pa.record_batch({"_": pa.nulls(s.entry.rows)}).select([]))
+            found.append(fut)
+        parts.append(found)
     plan.metrics.rows_scanned += sum(s.entry.rows for s in window)
     plan.metrics.segments_read += len(window)
-    if finish is not None and inline:
-        batches = [finish(b) for b in batches]
-    elif finish is not None:
-        finishing = [pool.submit(finish, b) for b in batches]
-        tasks.extend(finishing)
-        batches = [task.result() for task in finishing]
-    return [b for b in batches if b.num_rows]
+    return [_batch_when_decoded(plan, s, found, finish) for s, found in zip(window, parts, strict=True)]
+
+
+def _batch_when_decoded(plan: ScanPlan, segment: PlannedSegment, parts: list[_Part | _Cached],
+                        finish: Finisher | None) -> Future[pa.RecordBatch]:
+    """The future of one segment's batch, made (and finished) by whichever thread completes the
+    last decode task it waits for (this one when none is left): the failure of a decode or of
+    ``finish`` is the future's."""
+    done: Future[pa.RecordBatch] = Future()
+    waiting = {p.future for p in parts if isinstance(p, _Part)}
+    left = [len(waiting)]
+    lock = threading.Lock()
+
+    def make() -> None:
+        try:
+            batch = _segment_batch(plan, segment, [p.result() for p in parts])
+            done.set_result(finish(batch) if finish is not None else batch)
+        except BaseException as exc:  # noqa: BLE001 - the consumer raises it
+            done.set_exception(exc)
+
+    def decoded(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            make()
+
+    if not waiting:
+        make()
+    for task in waiting:
+        task.add_done_callback(decoded)
+    return done
+
+
+def _segment_batch(plan: ScanPlan, segment: PlannedSegment, arrays: list[pa.Array]) -> pa.RecordBatch:
+    if arrays and plan.as_stored:
+        return pa.RecordBatch.from_arrays(arrays, names=list(plan.read_columns))
+    if arrays:
+        return pa.RecordBatch.from_arrays(arrays, schema=plan.schema)
+    return pa.record_batch({"_": pa.nulls(segment.entry.rows)}).select([])  # no column wanted: rows only
+
+
+def _taken(futures: list[Future[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    """The batches of a window's futures, in order, those with rows."""
+    for future in futures:
+        batch = future.result()
+        if batch.num_rows:
+            yield batch
 
 
 _POOLS: dict[int, tuple[ThreadPoolExecutor, ThreadPoolExecutor]] = {}
@@ -466,28 +505,33 @@ def _read_segments(ds: Dataset, plan: ScanPlan, finish: Finisher | None,
     if not plan.segments:
         return
     decode_pool, fetch_pool = _pools()
-    pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    pending: deque[Future[list[Future[pa.RecordBatch]]]] = deque()
     windows = _windows(plan.segments, plan.read_columns, eager)
-    # the first windows are fetched only when the consumer gets there: a LIMIT that stops
-    # within them has read EAGER_WINDOWS segments at most (``eager``: none is held back)
-    for _ in range(0 if eager else EAGER_WINDOWS):
-        window = next(windows, None)
-        if window is None:
-            return
-        yield from _fetch_window(ds, plan, window, decode_pool, finish)
+
     # the consumer wants more: READ_AHEAD windows are fetched and decoded ahead of the one
     # it is taking batches from
     def read_ahead() -> None:
         while len(pending) < READ_AHEAD and (upcoming := next(windows, None)) is not None:
             pending.append(fetch_pool.submit(_fetch_window, ds, plan, upcoming, decode_pool, finish))
 
+    taking: list[Future[pa.RecordBatch]] = []
     try:
+        # the first windows are fetched only when the consumer gets there: a LIMIT that stops
+        # within them has read EAGER_WINDOWS segments at most (``eager``: none is held back)
+        for _ in range(0 if eager else EAGER_WINDOWS):
+            window = next(windows, None)
+            if window is None:
+                return
+            taking = _fetch_window(ds, plan, window, decode_pool, finish)
+            yield from _taken(taking)
         read_ahead()
         while pending:
-            batches = pending.popleft().result()
+            taking = pending.popleft().result()
             read_ahead()
-            yield from batches
+            yield from _taken(taking)
     finally:
+        # wait: metrics are final, and nothing of the scan still runs, once it is closed
+        wait(taking)
         for future in pending:
-            if not future.cancel():
-                future.exception()  # wait: metrics are final once the scan is closed
+            if not future.cancel() and future.exception() is None:
+                wait(future.result())
