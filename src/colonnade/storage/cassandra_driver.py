@@ -6,6 +6,7 @@ replicas of the chunks they read."""
 from __future__ import annotations
 
 import atexit
+import io
 import socket
 import struct
 import threading
@@ -15,9 +16,16 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, ProtocolVersion
 from cassandra.cluster import DefaultConnection, NoHostAvailable
-from cassandra.connection import ConnectionBusy
+from cassandra.connection import (
+    PROTOCOL_VERSION_MASK,
+    ConnectionBusy,
+    ProtocolError,
+    _Frame,
+    frame_header_v1_v2,
+    frame_header_v3,
+)
 from cassandra.policies import RetryPolicy, WriteType
 from cassandra.pool import NoConnectionsAvailable
 from cassandra.query import BoundStatement
@@ -241,6 +249,54 @@ class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
     did not fill."""
 
     in_buffer_size = 4 * 1024 * 1024
+    _current_frame: Any  # the driver's: the header of the frame being received, if read
+
+    def process_io_buffer(self) -> None:
+        """The complete frames received, each handed on as its body's bytes (one copy), then
+        what is left of the last kept for the next read (one copy of at most a frame).
+
+        The driver's own loop (kept for protocol v5's checksummed segments) copies every byte
+        received four or five times more: the whole buffer to parse each frame header
+        (``getvalue``), and what follows each frame into a buffer of its own, copied again when
+        the next read is added to it."""
+        if self._is_checksumming_enabled:
+            super().process_io_buffer()
+            return
+        buffers = self._io_buffer
+        received = buffers.io_buffer
+        end = received.tell()
+        start = 0
+        view = received.getbuffer()
+        try:
+            while True:
+                frame = self._current_frame
+                if frame is None:
+                    if start == end:
+                        break
+                    version = view[start] & PROTOCOL_VERSION_MASK
+                    if version not in ProtocolVersion.SUPPORTED_VERSIONS:
+                        raise ProtocolError(f"This version of the driver does not support protocol version {version}")
+                    header = frame_header_v3 if version >= 3 else frame_header_v1_v2
+                    if end - start < header.size + 1:
+                        break
+                    flags, stream, op, body_len = header.unpack_from(view, start + 1)
+                    if body_len < 0:
+                        raise ProtocolError(f"Received negative body length: {body_len!r}")
+                    frame = self._current_frame = _Frame(version, flags, stream, op, header.size + 1,
+                                                         header.size + 1 + body_len)
+                if end - start < frame.end_pos:
+                    break
+                body = bytes(view[start + frame.body_offset:start + frame.end_pos])
+                start += frame.end_pos
+                self._current_frame = None
+                self.process_msg(frame, body)
+            rest = bytes(view[start:end]) if start else b""
+        finally:
+            view.release()
+        if start:
+            kept = io.BytesIO()
+            kept.write(rest)
+            buffers._io_buffer = kept
 
 
 IN_PRODUCT = 2048  # partitions x segments a chunk query may name (Cassandra looks up each pair)
