@@ -290,13 +290,12 @@ class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
                 start += frame.end_pos
                 self._current_frame = None
                 self.process_msg(frame, body)
-            rest = bytes(view[start:end]) if start else b""
+            if start:
+                kept = io.BytesIO()
+                kept.write(view[start:end])
+                buffers._io_buffer = kept
         finally:
             view.release()
-        if start:
-            kept = io.BytesIO()
-            kept.write(rest)
-            buffers._io_buffer = kept
 
 
 IN_PRODUCT = 2048  # partitions x segments a chunk query may name (Cassandra looks up each pair)

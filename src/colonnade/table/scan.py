@@ -439,7 +439,7 @@ def _batch_when_decoded(plan: ScanPlan, segment: PlannedSegment, parts: list[_Pa
     ``finish`` is the future's."""
     done: Future[pa.RecordBatch] = Future()
     waiting = {p.future for p in parts if isinstance(p, _Part)}
-    left = [len(waiting)]
+    left = len(waiting)
     lock = threading.Lock()
 
     def make() -> None:
@@ -450,9 +450,10 @@ def _batch_when_decoded(plan: ScanPlan, segment: PlannedSegment, parts: list[_Pa
             done.set_exception(exc)
 
     def decoded(_: Future[Any]) -> None:
+        nonlocal left
         with lock:
-            left[0] -= 1
-            last = left[0] == 0
+            left -= 1
+            last = left == 0
         if last:
             make()
 
