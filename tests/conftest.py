@@ -296,6 +296,10 @@ class RawStore:
     def _ks(self) -> str:
         return self.store.chunk_store.keyspace  # type: ignore[attr-defined,no-any-return]
 
+    @property
+    def _chunks(self) -> str:
+        return self.store.chunk_store.chunk_table  # type: ignore[attr-defined,no-any-return]
+
     def read_chunk(self, dataset: str, segment: SegmentEntry, column: str) -> bytes:
         if self.kind == "sqlite":
             with self._sqlite() as conn:
@@ -304,7 +308,7 @@ class RawStore:
             assert row is not None, f"no chunk {dataset}/{segment.segment}/{column}"
             return bytes(row[0])
         rows = list(self.admin.execute(
-            f"SELECT part, parts, data FROM {self._ks}.chunks WHERE dataset = %s AND partition = %s "
+            f"SELECT part, parts, data FROM {self._ks}.{self._chunks} WHERE dataset = %s AND partition = %s "
             "AND column = %s AND bucket = %s AND segment = %s",
             (dataset, segment.partition, column, segment.bucket, segment.segment)))
         assert rows, f"no chunk {dataset}/{segment.segment}/{column}"
@@ -319,7 +323,7 @@ class RawStore:
                 assert cur.rowcount == 1
             return
         self.admin.execute(
-            f"UPDATE {self._ks}.chunks SET data = %s WHERE dataset = %s AND partition = %s "
+            f"UPDATE {self._ks}.{self._chunks} SET data = %s WHERE dataset = %s AND partition = %s "
             "AND column = %s AND bucket = %s AND segment = %s AND part = 0",
             (data, dataset, segment.partition, column, segment.bucket, segment.segment))
 
@@ -336,7 +340,7 @@ class RawStore:
                 assert cur.rowcount == 1
             return
         self.admin.execute(
-            f"DELETE FROM {self._ks}.chunks WHERE dataset = %s AND partition = %s AND column = %s "
+            f"DELETE FROM {self._ks}.{self._chunks} WHERE dataset = %s AND partition = %s AND column = %s "
             "AND bucket = %s AND segment = %s",
             (dataset, segment.partition, column, segment.bucket, segment.segment))
 

@@ -59,7 +59,7 @@ def stored_keys(store: Store, dataset: str, admin: Any) -> tuple[set[str], set[t
         return segs, chunks
     ks = cs.keyspace  # type: ignore[attr-defined]
     segs = {r[1] for r in admin.execute(f"SELECT dataset, segment FROM {ks}.segments") if r[0] == dataset}
-    chunks = {(r[1], r[2]) for r in admin.execute(f"SELECT dataset, segment, column FROM {ks}.chunks")
+    chunks = {(r[1], r[2]) for r in admin.execute(f"SELECT dataset, segment, column FROM {ks}.{cs.chunk_table}")
               if r[0] == dataset}
     index = {(r[1], r[2]) for r in admin.execute(f"SELECT dataset, segment, column FROM {ks}.chunk_index")
              if r[0] == dataset}

@@ -44,7 +44,7 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, SegmentRow
 from colonnade.storage.cassandra import PART_BYTES, CassandraSettings, CassandraStore, _password
-from colonnade.storage.cassandra_driver import chunk_routing_key
+from colonnade.storage.cassandra_schema import LEGACY_CHUNKS
 
 KEYSPACE = "colonnade_test_store"
 
@@ -149,7 +149,7 @@ def test_chunks_round_trip_with_split_chunk(cstore: CassandraStore, dataset: str
     chunks.append((ChunkRef("p1", "a", "segbig"), big))
     cstore.put_chunks(dataset, chunks)
 
-    parts = _raw_count(cstore, "chunks", "dataset = %s AND partition = %s AND column = %s AND bucket = %s",
+    parts = _raw_count(cstore, cstore.chunk_table, "dataset = %s AND partition = %s AND column = %s AND bucket = %s",
                        dataset, "p1", "a", 0)
     assert parts == 4
     expected = dict(chunks)
@@ -170,8 +170,8 @@ def test_chunks_round_trip_with_split_chunk(cstore: CassandraStore, dataset: str
 @pytest.mark.cassandra
 def test_the_columns_of_a_few_segments_are_read_in_one_request(cstore: CassandraStore, dataset: str,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A point lookup's chunks (every column of one segment) come in one request, split chunks
-    and missing ones included; many segments are still read a query per column."""
+    """The wanted columns of one slice come in one request (a point lookup's, a scan's), split
+    chunks and missing ones included."""
     columns = [f"c{i}" for i in range(9)]
     chunks = [(ChunkRef("p0", c, "s1"), os.urandom(50 + i)) for i, c in enumerate(columns)]
     chunks += [(ChunkRef("p0", "c4", "s3"), os.urandom(2 * PART_BYTES + 7)), (ChunkRef("p0", "c5", "s3"), b"x")]
@@ -195,8 +195,52 @@ def test_the_columns_of_a_few_segments_are_read_in_one_request(cstore: Cassandra
 
     assert read([ChunkRef("p0", c, "s1") for c in columns]) == 1
     assert read([ChunkRef("p0", c, "s1") for c in [*columns, "gone"]]) == 1  # a missing chunk: b""
-    assert read([ChunkRef("p0", "c4", "s3"), ChunkRef("p0", "c5", "s3"), ChunkRef("p0", "c0", "s1")]) == 2
-    assert read([ChunkRef("p1", c, f"m{i}") for c in columns[:2] for i in range(20)]) == 2  # per column
+    assert read([ChunkRef("p0", "c4", "s3"), ChunkRef("p0", "c5", "s3"), ChunkRef("p0", "c0", "s1")]) == 1
+    assert read([ChunkRef("p1", c, f"m{i}") for c in columns[:2] for i in range(20)]) == 1
+    assert read([ChunkRef(p, c, s) for p, c, s in (("p0", "c0", "s1"), ("p1", "c0", "m3"))]) == 1
+    # a slice's cells beyond what Cassandra is let look up in one query: split by column
+    assert read([ChunkRef("p1", c, f"m{i}") for c in columns for i in range(300)]) == 2
+
+
+@pytest.fixture(scope="module")
+def legacy_store(cassandra_uri: str) -> Iterator[CassandraStore]:
+    """A store in a keyspace written before slice_chunks: its chunks table has one Cassandra
+    partition per column of each slice."""
+    keyspace = f"{KEYSPACE}_legacy"
+    s = CassandraStore(parse_store_uri(_uri(cassandra_uri, keyspace)))
+    table, cql = LEGACY_CHUNKS
+    s._session.execute(f"DROP TABLE {keyspace}.slice_chunks", timeout=120)
+    s._session.execute(f"CREATE TABLE {keyspace}.{table} {cql}", timeout=120)
+    s.close()
+    s = CassandraStore(parse_store_uri(_uri(cassandra_uri, keyspace)))
+    yield s
+    s._session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+    s.close()
+
+
+@pytest.mark.cassandra
+def test_a_keyspace_with_the_legacy_chunks_table_is_read_and_written_as_it_is(
+        legacy_store: CassandraStore, cstore: CassandraStore) -> None:
+    assert cstore.chunk_table == "slice_chunks"
+    tables = cstore._cluster.metadata.keyspaces[cstore.keyspace].tables
+    assert "slice_chunks" in tables and "chunks" not in tables
+    s = legacy_store
+    assert s.chunk_table == "chunks"
+    assert "slice_chunks" not in s._cluster.metadata.keyspaces[s.keyspace].tables
+    name = f"ds_{uuid.uuid4().hex[:12]}"
+    s.create_dataset(name, '{"columns": []}')
+    chunks = [(ChunkRef(f"p{i % 3}", c, f"s{i}", bucket=i % 2), os.urandom(40 + i)) for c in "abc" for i in range(12)]
+    chunks.append((ChunkRef("p0", "a", "big"), os.urandom(2 * PART_BYTES + 5)))
+    s.put_chunks(name, chunks)
+    rows = s._session.execute(f"SELECT COUNT(*) FROM {s.keyspace}.chunks WHERE dataset = %s AND partition = %s"
+                              " AND column = %s AND bucket = %s", (name, "p0", "a", 0)).one()[0]
+    assert rows == 2 + 3  # the split chunk's 3 parts, and s0, s6 of p0's bucket 0 (i % 3 == 0, i even)
+    assert dict(s.get_chunks(name, [r for r, _ in chunks])) == dict(chunks)
+    segment = SegmentRow("p0", "s0", "c1", 1, 0, b"")
+    s.delete_segments(name, [segment], ["a", "b", "c"])
+    got = dict(s.get_chunks(name, [r for r, _ in chunks]))
+    assert {r for r, d in got.items() if d == b""} == {r for r, _ in chunks if r.segment == "s0"}
+    s.drop_dataset(name)
 
 
 @pytest.mark.cassandra
@@ -207,8 +251,9 @@ def test_chunk_queries_go_to_the_replicas_of_their_partitions(cstore: CassandraS
     partitions with the same replicas."""
     chunks = [(ChunkRef(f"p{i}", "c", f"s{i}"), os.urandom(20)) for i in range(12)]
     cstore.put_chunks(dataset, chunks)
+    key = cstore._chunk_key
     single = cstore._q["unchunk"].bind((dataset, "p3", "c", 0, "s3")).routing_key
-    assert single == chunk_routing_key(dataset, "p3", "c", 0)
+    assert single == key(dataset, "p3", "c", 0)
     assert cstore._cluster.metadata.get_replicas(cstore.keyspace, single)  # the driver finds its node
     requests: list[Any] = []
     sent = cstore._session.execute_async
@@ -221,11 +266,11 @@ def test_chunk_queries_go_to_the_replicas_of_their_partitions(cstore: CassandraS
 
     for st in requests:  # on the test cluster, whatever its size
         names = st.raw_values[1]  # partition IN ?
-        assert st.routing_key == chunk_routing_key(dataset, names[0], "c", 0)
-        assert all(replicas(chunk_routing_key(dataset, p, "c", 0)) == replicas(st.routing_key) for p in names)
-    assert len(requests) == len({frozenset(replicas(chunk_routing_key(dataset, f"p{i}", "c", 0))) for i in range(12)})
+        assert st.routing_key == key(dataset, names[0], "c", 0)
+        assert all(replicas(key(dataset, p, "c", 0)) == replicas(st.routing_key) for p in names)
+    assert len(requests) == len({frozenset(replicas(key(dataset, f"p{i}", "c", 0))) for i in range(12)})
     # three nodes, each partition on the node its number gives modulo 3
-    owner = {chunk_routing_key(dataset, f"p{i}", "c", 0): i % 3 for i in range(12)}
+    owner = {key(dataset, f"p{i}", "c", 0): i % 3 for i in range(12)}
     monkeypatch.setattr(metadata, "all_hosts", lambda: ["n0", "n1", "n2"])
     monkeypatch.setattr(cstore, "_replicas", lambda key: (f"n{owner[key]}",))
     requests.clear()
@@ -373,7 +418,7 @@ def test_drop_removes_everything(cstore: CassandraStore) -> None:
         assert _raw_count(cstore, "chunk_index", "dataset = %s AND partition = %s", name, p) == 0
         for col in ("a", "b"):
             for bucket in range(4):
-                assert _raw_count(cstore, "chunks", "dataset = %s AND partition = %s AND column = %s"
+                assert _raw_count(cstore, cstore.chunk_table, "dataset = %s AND partition = %s AND column = %s"
                                   " AND bucket = %s", name, p, col, bucket) == 0
 
     cstore.create_dataset(name, "{}")  # the name is free again, and starts empty

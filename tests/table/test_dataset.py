@@ -219,6 +219,28 @@ def test_large_segments_and_many_segments(store: Store) -> None:
     assert store.sql("SELECT count(*) AS n, sum(id) AS s FROM t").to_pylist() == [{"n": n, "s": n * (n - 1) // 2}]
 
 
+def test_a_bucket_holds_at_most_bucket_bytes_of_segments(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket (on Cassandra, one Cassandra partition of every column of its segments) is
+    closed before the Arrow bytes of its segments would pass BUCKET_BYTES; a segment larger
+    than that has a bucket of its own."""
+    from colonnade.table import writer
+
+    schema = pa.schema([("id", pa.int64()), ("cat", pa.string())])
+    ds = store.create_dataset("t", schema, partition_by="cat", segment_rows=100)
+    table = pa.table({"id": range(1000), "cat": ["a"] * 1000}, schema=schema)
+    segment_bytes = table.slice(0, 100).nbytes
+    monkeypatch.setattr(writer, "BUCKET_BYTES", 3 * segment_bytes)
+    ds.append(table)
+    per_bucket: dict[int, int] = {}
+    for s in ds.snapshot().segments:
+        per_bucket[s.bucket] = per_bucket.get(s.bucket, 0) + 1
+    assert sorted(per_bucket.values()) == [1, 3, 3, 3]
+    monkeypatch.setattr(writer, "BUCKET_BYTES", 1)
+    ds.append(table.slice(0, 300))
+    assert len({s.bucket for s in ds.snapshot().segments}) == 4 + 3
+    assert ids(ds.scan().to_arrow()) == sorted(list(range(1000)) + list(range(300)))
+
+
 def test_partitions_filling_exact_segments(store: Store) -> None:
     """Batches of exactly ``segment_rows`` rows: every segment full, none empty, and one
     partition's segments of one append spread over buckets of at most 16 segments."""

@@ -39,7 +39,7 @@ def stored_chunks(raw_store: Any, dataset: str, segments: set[str]) -> int:
         with raw_store._sqlite() as conn:
             found = conn.execute("SELECT segment FROM chunks WHERE dataset = ?", (dataset,)).fetchall()
         return sum(1 for (s,) in found if s in segments)
-    found = raw_store.admin.execute(f"SELECT segment FROM {raw_store._ks}.chunks WHERE dataset = %s "
+    found = raw_store.admin.execute(f"SELECT segment FROM {raw_store._ks}.{raw_store._chunks} WHERE dataset = %s "
                                     "ALLOW FILTERING", (dataset,))
     return sum(1 for row in found if row[0] in segments)
 

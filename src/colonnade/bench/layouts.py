@@ -71,8 +71,10 @@ PARTITION_BATCH_ROWS = 50  # rows of one wide-row partition sent as one UNLOGGED
 BATCH_CONCURRENCY = 16  # batches in flight
 INGEST_BATCH_ROWS = 50_000  # rows parsed and sent at a time, so memory stays bounded
 NODETOOL_TIMEOUT = 3600.0
-# Colonnade's tables in a store keyspace (see colonnade.storage.cassandra).
-STORE_TABLES = ("datasets", "commits", "partitions", "segments", "chunks", "chunk_index")
+# Colonnade's tables in a store keyspace (see colonnade.storage.cassandra); chunks are in
+# slice_chunks, or in the chunks table of a keyspace written before it.
+STORE_TABLES = ("datasets", "commits", "partitions", "segments", "chunk_index")
+CHUNK_TABLES = ("slice_chunks", "chunks")
 
 _MIN_TOKEN, _MAX_TOKEN = -(2**63), 2**63 - 1  # Murmur3Partitioner
 _CQL_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.int16(): "smallint", pa.int8(): "tinyint",
@@ -455,11 +457,13 @@ def store_disk_bytes(store_uri: str) -> tuple[int | None, str]:
     cluster, session = connect(uri)
     try:
         local = local_cluster_for(session)
+        keyspace = cluster.metadata.keyspaces.get(uri.keyspace)
+        chunks = [t for t in CHUNK_TABLES if keyspace is not None and t in keyspace.tables]
     finally:
         cluster.shutdown()
     if local is None:
         return None, "bytes on disk not measured: the node is not a LocalCluster node on this machine"
-    sizes = table_sizes(local, uri.keyspace, STORE_TABLES)
+    sizes = table_sizes(local, uri.keyspace, (*STORE_TABLES, *chunks))
     parts = ", ".join(f"{t} {b:,}" for t, b in sizes.items() if b)
     return sum(sizes.values()), (f"bytes = SSTable files of keyspace {uri.keyspace} after nodetool flush "
                                  f"+ compact ({parts})")

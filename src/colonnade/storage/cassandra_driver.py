@@ -102,10 +102,12 @@ def is_busy(exc: BaseException) -> bool:
     return all(isinstance(e, ConnectionBusy | NoConnectionsAvailable) for e in exc.errors.values())
 
 
-def chunk_routing_key(dataset: str, partition: str, column: str, bucket: int) -> bytes:
-    """The serialized partition key ``(dataset, partition, column, bucket)`` of the chunks table,
-    as the driver's token-aware policy hashes it."""
-    parts = (dataset.encode(), partition.encode(), column.encode(), struct.pack(">i", bucket))
+def chunk_routing_key(dataset: str, partition: str, column: str | None, bucket: int) -> bytes:
+    """The serialized partition key of a chunk, as the driver's token-aware policy hashes it:
+    ``(dataset, partition, bucket)`` of ``slice_chunks``, or with ``column`` given, ``(dataset,
+    partition, column, bucket)`` of a keyspace's legacy ``chunks`` table."""
+    names = (dataset, partition) if column is None else (dataset, partition, column)
+    parts = (*(n.encode() for n in names), struct.pack(">i", bucket))
     return b"".join(struct.pack(">H", len(p)) + p + b"\0" for p in parts)
 
 

@@ -12,13 +12,24 @@ TABLES = {
     "partitions": "(dataset text, partition text, PRIMARY KEY ((dataset), partition))",
     "segments": "(dataset text, partition text, segment text, commit text, rows bigint,"
                 " bucket int, stats blob, PRIMARY KEY ((dataset, partition), segment))",
-    # Chunks are compressed already: SSTable compression would only burn CPU on every read.
-    "chunks": "(dataset text, partition text, column text, bucket int, segment text, part int,"
-              " parts int, data blob, PRIMARY KEY ((dataset, partition, column, bucket), segment, part))"
-              " WITH compression = {'enabled': 'false'}",
+    # One Cassandra partition per bucket of a dataset partition, holding every column of its
+    # segments, each column one contiguous slice: a scan of all columns asks for one partition
+    # per bucket, not one per column (Cassandra's cost is mostly per partition read). Chunks
+    # are compressed already: SSTable compression would only burn CPU on every read.
+    "slice_chunks": "(dataset text, partition text, bucket int, column text, segment text, part int,"
+                    " parts int, data blob, PRIMARY KEY ((dataset, partition, bucket), column, segment, part))"
+                    " WITH compression = {'enabled': 'false'}",
     "chunk_index": "(dataset text, partition text, column text, bucket int, segment text,"
                    " bytes bigint, PRIMARY KEY ((dataset, partition), column, bucket, segment))",
 }
+
+SLICE_CHUNKS = "slice_chunks"
+
+#: The chunks table of keyspaces written before ``slice_chunks``: one Cassandra partition per
+#: column of each bucket. Such a keyspace keeps it (and is read and written as it is).
+LEGACY_CHUNKS = ("chunks", "(dataset text, partition text, column text, bucket int, segment text, part int,"
+                 " parts int, data blob, PRIMARY KEY ((dataset, partition, column, bucket), segment, part))"
+                 " WITH compression = {'enabled': 'false'}")
 
 
 STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
@@ -62,13 +73,13 @@ STATEMENTS = {  # name: CQL; LWTs are not idempotent (see IdempotentRetryPolicy)
                 " WHERE dataset = ? AND partition IN ?",
     "unsegment": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ? AND segment = ?",
     "unsegments": "DELETE FROM {ks}.segments WHERE dataset = ? AND partition = ?",
-    "chunk": "INSERT INTO {ks}.chunks (dataset, partition, column, bucket, segment, part, parts, data)"
+    "chunk": "INSERT INTO {ks}.{chunks} (dataset, partition, column, bucket, segment, part, parts, data)"
              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "chunks": "SELECT column, segment, part, parts, data FROM {ks}.chunks WHERE dataset = ? AND partition IN ?"
+    "chunks": "SELECT column, segment, part, parts, data FROM {ks}.{chunks} WHERE dataset = ? AND partition IN ?"
               " AND column IN ? AND bucket = ? AND segment IN ?",
-    "unchunk": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
+    "unchunk": "DELETE FROM {ks}.{chunks} WHERE dataset = ? AND partition = ? AND column = ?"
                " AND bucket = ? AND segment = ?",
-    "unchunks": "DELETE FROM {ks}.chunks WHERE dataset = ? AND partition = ? AND column = ?"
+    "unchunks": "DELETE FROM {ks}.{chunks} WHERE dataset = ? AND partition = ? AND column = ?"
                 " AND bucket = ?",
     "index": "INSERT INTO {ks}.chunk_index (dataset, partition, column, bucket, segment, bytes)"
              " VALUES (?, ?, ?, ?, ?, ?)",

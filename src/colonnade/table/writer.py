@@ -35,8 +35,12 @@ from colonnade.schema.transforms import Transform
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.table.commits import SegmentEntry
 
-#: Segments of one partition written by one append share a bucket, up to this many.
+#: Segments of one partition written by one append share a bucket, up to this many and up to
+#: BUCKET_BYTES of their Arrow data: on Cassandra a bucket is one Cassandra partition holding
+#: every column of its segments, to be kept well under 100 MB (chunks are smaller than the
+#: Arrow data, unless incompressible).
 SEGMENTS_PER_BUCKET = 16
+BUCKET_BYTES = 96 << 20
 #: Batches without new rows after which a partition's buffer is cut into a segment.
 IDLE_BATCHES = 2
 STORE_BATCH = 8  # most segments stored in one round trip (see _store_loop)
@@ -51,6 +55,9 @@ class _Buffer:
     nbytes: int = 0
     segments_written: int = 0
     rows_written: int = 0
+    buckets_filled: int = 0  # buckets this append closed
+    bucket_segments: int = 0  # segments (and their Arrow bytes) in the bucket being filled
+    bucket_bytes: int = 0
     runs: int = 0  # sorted flushes of a sorted dataset: each one run of disjoint segments
     last_batch: int = 0
 
@@ -325,7 +332,13 @@ class SegmentWriter:
         buf.runs += bool(self._sort_keys and segments)
         for segment in segments:
             buf.rows_written += segment.num_rows
-            bucket = self._bucket_base + buf.segments_written // SEGMENTS_PER_BUCKET
+            if buf.bucket_segments and (buf.bucket_segments >= SEGMENTS_PER_BUCKET
+                                        or buf.bucket_bytes + segment.nbytes > BUCKET_BYTES):
+                buf.buckets_filled += 1
+                buf.bucket_segments = buf.bucket_bytes = 0
+            bucket = self._bucket_base + buf.buckets_filled
+            buf.bucket_segments += 1
+            buf.bucket_bytes += segment.nbytes
             buf.segments_written += 1
             self._write_segment(key, buf.values, bucket, segment, presorted=bool(self._sort_keys))
 
