@@ -5,8 +5,8 @@ few) are one Cassandra partition, each column of them one contiguous slice of it
 column of a slice is one partition read, and reading one column of many slices is one query
 for several of them (``partition IN ?``, only those with the same replicas, sent to those
 replicas). Cassandra's cost of a read is mostly per partition: reading all 57 columns of 4M
-GDELT rows from one node took 130-135 ms of its CPU this way, 220 ms with one partition per
-column. Chunk cells are at most 1 MiB (larger chunks are split into parts and put back together
+GDELT rows took one node 145-175 ms of CPU this way, 205-305 ms with one partition per column.
+Chunk cells are at most 1 MiB (larger chunks are split into parts and put back together
 on read); the commit record is the only write that needs agreement and is a lightweight
 transaction (``INSERT ... IF NOT EXISTS``) on ``(dataset, version)``. Everything
 else is an idempotent upsert written with prepared statements, token-aware routing and a bound
@@ -79,7 +79,6 @@ from colonnade.errors import (
 )
 from colonnade.storage.base import ChunkRef, ChunkStore, SegmentRow
 from colonnade.storage.cassandra_driver import (
-    IN_PRODUCT,
     NO_DELAY,
     ChunkQuery,
     IdempotentRetryPolicy,
@@ -90,19 +89,16 @@ from colonnade.storage.cassandra_driver import (
     commit_mark,
     is_busy,
     level_name,
-    merged_queries,
     one_line,
     shut_at_exit,
 )
+from colonnade.storage.cassandra_queries import IN_PARTITIONS, column_queries, slice_queries
 from colonnade.storage.cassandra_schema import LEGACY_CHUNKS, SLICE_CHUNKS, STATEMENTS, TABLES
 from colonnade.storage.cassandra_settings import PASSWORD_ENV, CassandraSettings, _password
 
 PART_BYTES = 1 << 20  # largest chunk cell; bigger chunks are split into parts
 _READ_GROUPS = 8  # chunk queries in flight in get_chunks
 _PAGE_ROWS = (4, 32, 500)  # rows per page of a chunk query: least, before sizes are known, most
-_IN_SEGMENTS = 256  # segments per `segment IN ?` query
-_IN_PARTITIONS = 32  # partitions per `partition IN ?` query
-_SLICE_CELLS = 32  # wanted cells up to which the queries of several slices become one
 _INDEX_BATCH = 32  # chunk_index rows per batch: stays under Cassandra's 5 KiB batch warning
 
 # -- the store ------------------------------------------------------------------------------
@@ -386,87 +382,14 @@ class CassandraStore(ChunkStore):
         self._write_all(writes(), f"write chunks of dataset {dataset!r}")
 
     def get_chunks(self, dataset: str, refs: Sequence[ChunkRef]) -> Iterator[tuple[ChunkRef, bytes]]:
-        if self._by_slice:
-            return self._fetch(dataset, self._slice_queries(dataset, refs))
-        return self._fetch(dataset, self._column_queries(dataset, refs))
-
-    def _slice_queries(self, dataset: str, refs: Sequence[ChunkRef]) -> deque[ChunkQuery]:
-        """The queries for ``refs`` in ``slice_chunks``: one per slice (partition and bucket)
-        for its wanted columns and segments; the slices of a few wanted cells (a scan of a
-        column or two over many small partitions) are asked for together, up to _SLICE_CELLS
-        cells and only those with the same replicas."""
-        slices: dict[tuple[int, str], dict[tuple[str, str], list[ChunkRef]]] = {}
-        for ref in refs:
-            slices.setdefault((ref.bucket, ref.partition), {}).setdefault((ref.column, ref.segment), []).append(ref)
-        spread = len(self._cluster.metadata.all_hosts()) > 1
-        replicas = {key: self._replicas(chunk_routing_key(dataset, key[1], None, key[0])) if spread else ()
-                    for key in slices}
-        out: deque[ChunkQuery] = deque()
-        open_query: dict[tuple[int, tuple[str, ...], tuple[str, ...]], ChunkQuery] = {}
-        for key in sorted(slices, key=lambda k: (k[0], replicas[k], k[1])):
-            bucket, partition = key
-            by_column: dict[str, dict[tuple[str, str], list[ChunkRef]]] = {}
-            for (column, segment), seg_refs in slices[key].items():
-                by_column.setdefault(column, {})[(column, segment)] = seg_refs
-            segments = len({segment for _, segment in slices[key]})
-            columns = sorted(by_column)
-            step = max(1, IN_PRODUCT // segments)  # Cassandra looks up each column and segment
-            for i in range(0, len(columns), step):
-                group = tuple(columns[i:i + step])
-                wanted = {k: v for c in group for k, v in by_column[c].items()}
-                merge_key = (bucket, replicas[key], group)
-                query = open_query.get(merge_key)
-                if query is not None:
-                    partitions = query.key[0]
-                    cells = len(query.wanted) + len(wanted)
-                    names = len(query.segments) + segments
-                    if (cells > _SLICE_CELLS or len(partitions) >= _IN_PARTITIONS
-                            or (len(partitions) + 1) * len(group) * names > IN_PRODUCT):
-                        query = None
-                if query is None:
-                    open_query[merge_key] = query = ChunkQuery(((partition,), group, bucket), wanted)
-                    out.append(query)
-                else:
-                    query.key = ((*query.key[0], partition), group, bucket)
-                    query.wanted.update(wanted)
-        return out
-
-    def _column_queries(self, dataset: str, refs: Sequence[ChunkRef]) -> deque[ChunkQuery]:
-        """The queries for ``refs`` in a legacy ``chunks`` table (one Cassandra partition per
-        column of a slice)."""
-        # One query per column and bucket for the wanted segments of up to _IN_PARTITIONS
-        # partitions (segment ids are unique, so rows are matched by column and segment): a
-        # scan of many small partitions costs a few queries per column, not one per chunk. The
-        # queries of a few segments (a point lookup's) ask for all their columns at once.
-        # On a cluster of several nodes, a query names only partitions with the same replicas
-        # and is sent to them.
-        groups: dict[tuple[str, int], dict[str, dict[str, list[ChunkRef]]]] = {}
-        for ref in refs:
-            by_partition = groups.setdefault((ref.column, ref.bucket), {})
-            by_partition.setdefault(ref.partition, {}).setdefault(ref.segment, []).append(ref)
-        spread = len(self._cluster.metadata.all_hosts()) > 1
-        tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]] = []
-        for (column, bucket), by_partition in groups.items():
-            batch: dict[str, list[ChunkRef]] = {}
-            partitions: list[str] = []
-            replicas = {p: self._replicas(self._chunk_key(dataset, p, column, bucket)) if spread else ()
-                        for p in by_partition}
-            for partition in sorted(by_partition, key=lambda p: (replicas[p], p)):
-                wanted = by_partition[partition]
-                if batch and (len(partitions) >= _IN_PARTITIONS or replicas[partition] != replicas[partitions[-1]]
-                              or (len(partitions) + 1) * (len(batch) + len(wanted)) > IN_PRODUCT):
-                    tasks.append((tuple(partitions), column, bucket, batch))
-                    batch, partitions = {}, []
-                for segment, seg_refs in wanted.items():
-                    batch[segment] = seg_refs
-                    if len(batch) >= _IN_SEGMENTS:
-                        tasks.append((tuple(partitions + [partition]), column, bucket, batch))
-                        batch, partitions = {}, []
-                if batch and (not partitions or partitions[-1] != partition):
-                    partitions.append(partition)
-            if batch:
-                tasks.append((tuple(partitions), column, bucket, batch))
-        return merged_queries(tasks)
+        if len(self._cluster.metadata.all_hosts()) > 1:  # a query names slices of the same replicas
+            def replicas(partition: str, column: str, bucket: int) -> tuple[str, ...]:
+                return self._replicas(self._chunk_key(dataset, partition, column, bucket))
+        else:
+            def replicas(partition: str, column: str, bucket: int) -> tuple[str, ...]:
+                return ()
+        plan = slice_queries if self._by_slice else column_queries
+        return self._fetch(dataset, plan(refs, replicas))
 
     def _replicas(self, routing_key: bytes) -> tuple[str, ...]:
         return tuple(sorted(str(h.address) for h in self._cluster.metadata.get_replicas(self.keyspace, routing_key)))
@@ -537,7 +460,7 @@ class CassandraStore(ChunkStore):
             partitions = self._partitions(dataset, action)
         unique = list(dict.fromkeys(partitions))
         # a few multi-partition queries rather than one per partition
-        groups = [(dataset, unique[i:i + _IN_PARTITIONS]) for i in range(0, len(unique), _IN_PARTITIONS)]
+        groups = [(dataset, unique[i:i + IN_PARTITIONS]) for i in range(0, len(unique), IN_PARTITIONS)]
         results = self._many("segments", groups, action)
         return [SegmentRow(p, segment, commit, rows, bucket, stats or b"")
                 for result in results for p, segment, commit, rows, bucket, stats in result]

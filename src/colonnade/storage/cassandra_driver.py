@@ -300,37 +300,6 @@ class StoreConnection(DefaultConnection):  # type: ignore[misc,valid-type]
             view.release()
 
 
-IN_PRODUCT = 2048  # partitions x segments a chunk query may name (Cassandra looks up each pair)
-
-#: Segments a chunk query may name for its columns to be asked for together (one request
-#: for a point lookup's chunks instead of one per column; a scan's queries stay per column,
-#: so that their pages are sized per column and read in parallel).
-MERGE_SEGMENTS = 4
-
-
-def merged_queries(tasks: list[tuple[tuple[str, ...], str, int, dict[str, list[ChunkRef]]]]) -> deque[ChunkQuery]:
-    """The chunk queries of ``tasks`` (partitions, column, bucket, wanted refs by segment):
-    those of a few segments that name the same partitions, bucket and segments become one."""
-    out: deque[ChunkQuery] = deque()
-    together: dict[tuple[tuple[str, ...], int, tuple[str, ...]], ChunkQuery] = {}
-    for partitions, column, bucket, batch in tasks:
-        wanted = {(column, segment): seg_refs for segment, seg_refs in batch.items()}
-        if len(batch) > MERGE_SEGMENTS:
-            out.append(ChunkQuery((partitions, (column,), bucket), wanted))
-            continue
-        key = (partitions, bucket, tuple(sorted(batch)))
-        query = together.get(key)
-        if query is not None and len(partitions) * (len(query.key[1]) + 1) * len(batch) > IN_PRODUCT:
-            query = None  # Cassandra looks up each partition and segment of each column: a new query
-        if query is None:
-            together[key] = query = ChunkQuery((partitions, (column,), bucket), wanted)
-            out.append(query)
-        else:
-            query.key = (partitions, (*query.key[1], column), bucket)
-            query.wanted.update(wanted)
-    return out
-
-
 def commit_mark(written: int) -> bytes:
     """A commit's mark: its payload's write time (microseconds), as 8 bytes."""
     return int(written).to_bytes(8, "big", signed=True)
