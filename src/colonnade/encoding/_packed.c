@@ -21,31 +21,12 @@
 
 #include "buffers.h"
 #include "place.h"
+#include "zstd.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* -- libzstd, loaded at import ------------------------------------------------------------ */
-typedef void ZSTD_DCtx;
-static ZSTD_DCtx *(*zstd_create)(void);
-static size_t (*zstd_free)(ZSTD_DCtx *);
-static size_t (*zstd_decompress)(ZSTD_DCtx *, void *, size_t, const void *, size_t);
-static unsigned (*zstd_is_error)(size_t);
-static const char *(*zstd_error_name)(size_t);
-static int zstd_loaded;
-
-static void load_zstd(void) {
-    void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) return;
-    zstd_create = (ZSTD_DCtx * (*)(void)) dlsym(lib, "ZSTD_createDCtx");
-    zstd_free = (size_t(*)(ZSTD_DCtx *))dlsym(lib, "ZSTD_freeDCtx");
-    zstd_decompress = (size_t(*)(ZSTD_DCtx *, void *, size_t, const void *, size_t))dlsym(lib, "ZSTD_decompressDCtx");
-    zstd_is_error = (unsigned (*)(size_t))dlsym(lib, "ZSTD_isError");
-    zstd_error_name = (const char *(*)(size_t))dlsym(lib, "ZSTD_getErrorName");
-    zstd_loaded = zstd_create && zstd_free && zstd_decompress && zstd_is_error && zstd_error_name;
-}
 
 /* -- libdeflate's CRC-32, loaded at import ------------------------------------------------ */
 static uint32_t (*deflate_crc32)(uint32_t, const void *, size_t);
@@ -79,31 +60,6 @@ static PyObject *crc32(PyObject *self, PyObject *args) {
     }
     release(&data);
     return PyLong_FromUnsignedLong(crc);
-}
-
-/* Decompression contexts are reused: a few kept, one per concurrent caller. */
-#define KEPT 16
-static ZSTD_DCtx *kept[KEPT];
-static int kept_count;
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static ZSTD_DCtx *take_context(void) {
-    ZSTD_DCtx *ctx = NULL;
-    pthread_mutex_lock(&kept_lock);
-    if (kept_count) ctx = kept[--kept_count];
-    pthread_mutex_unlock(&kept_lock);
-    return ctx ? ctx : zstd_create();
-}
-
-static void give_context(ZSTD_DCtx *ctx) {
-    if (ctx == NULL) return;
-    pthread_mutex_lock(&kept_lock);
-    if (kept_count < KEPT) {
-        kept[kept_count++] = ctx;
-        ctx = NULL;
-    }
-    pthread_mutex_unlock(&kept_lock);
-    if (ctx != NULL) zstd_free(ctx); /* more callers at once than contexts kept */
 }
 
 /* -- the payload ------------------------------------------------------------------------- */

@@ -92,7 +92,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colonnade.encoding.packed import PackedFormatError, narrow_index_type, pack, packable, unpack
+from colonnade.encoding.packed import (
+    PackedFormatError,
+    narrow_index_type,
+    pack,
+    pack_strings,
+    packable,
+    packs_compiled,
+    unpack,
+)
 from colonnade.encoding.runs import (
     DELTA_OF,
     RUN_END_MIN_ROWS,
@@ -325,6 +333,10 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     if pa.types.is_dictionary(array.type):
         array = _used_dictionary(array)
+    elif not run_end and dictionary is not False and len(array) and packs_compiled(array.type, compression):
+        packed_chunk = _packed_strings(array, dictionary, compression, level)
+        if packed_chunk is not None:
+            return packed_chunk
     nulls = array.null_count
     if run_end is None:
         delta = _delta_rule(array)
@@ -379,6 +391,37 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
     crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
     data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
     return data, ChunkStats(len(array), nulls, lo, hi, as_dictionary, len(data))
+
+
+def _packed_strings(array: pa.Array, dictionary: bool | None, compression: str,
+                    level: int | None) -> tuple[bytes, ChunkStats] | None:
+    """A string column as the rules store it when they make it a packed dictionary (the
+    sample not mostly distinct, or ``dictionary`` forcing it; distinct values few enough),
+    encoded in one compiled call (:func:`pack_strings`); None when the rules store it
+    otherwise (the caller then applies them). The same chunk as the rules' path makes, but
+    for the ZSTD build that compressed its sections."""
+    if dictionary is None and _sample_mostly_distinct(array):
+        return None
+    limit = None if dictionary else int(DICTIONARY_RATIO * len(array))
+    found = pack_strings(array, limit, compression, level or COMPRESSION_LEVELS.get(compression) or 0)
+    if found is None:
+        return None
+    payload, _, least, greatest = found
+    lo, hi = _stat_string(least), _stat_string(greatest)
+    if lo is None or hi is None:
+        lo = hi = None
+    flags = FLAG_DICTIONARY | FLAG_PACKED
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
+    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
+    return data, ChunkStats(len(array), array.null_count, lo, hi, True, len(data))
+
+
+def _stat_string(value: bytes | None) -> str | None:
+    """A string column's least or greatest value (its bytes) as statistics keep it."""
+    if value is None:
+        return None
+    text = value.decode("utf-8", errors="surrogateescape")
+    return text if len(text) <= MAX_STAT_STRING else None
 
 
 def _check_header(data: bytes | memoryview | pa.Buffer) -> tuple[int, int]:

@@ -29,6 +29,12 @@ take 20-30% fewer bytes (ZSTD, ~42,000-row segments): no index for a null, lengt
 than offsets, indices of 129-255 values in one byte. Decoding costs about what reading the IPC
 stream did: the sections are decompressed, the planes joined with two shifts, and the indices
 placed at the rows the validity bitmap marks.
+
+A string column is encoded by one compiled call without the GIL (``_encode.c``,
+:func:`pack_strings`) where it was built: hashing, counting, ranking, the planes and ZSTD in
+one pass over the Arrow buffers. On GDELT's 35 string columns (58,000-row segments) that takes
+0.2-1.2 ms a column against 1.6-2.4 ms for Arrow's ``dictionary_encode`` and :func:`pack`, and
+ingest spends most of its encoding time there.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ try:
     from colonnade.encoding import _packed as _compiled
 except ImportError:  # built without a C compiler: payloads are decoded in Python
     _compiled = None  # type: ignore[assignment]
+try:
+    from colonnade.encoding import _encode as _encoder
+except ImportError:  # built without a C compiler: payloads are encoded by pack()
+    _encoder = None  # type: ignore[assignment]
 
 _HEAD = struct.Struct("<BBBBIII")
 _SECTION = struct.Struct("<II")
@@ -124,6 +134,35 @@ def pack(array: pa.DictionaryArray, compression: str, codec: pa.Codec | None) ->
     parts = [_HEAD.pack(CODECS.index(compression), w, lw, 0, n, n - nulls, m), section(None, schema)]
     parts += [section(codec, raw) for raw in (validity, planes, sizes, values)]
     return b"".join(parts)
+
+
+def packs_compiled(t: pa.DataType, compression: str) -> bool:
+    """Whether :func:`pack_strings` encodes a column of type ``t`` under ``compression``:
+    strings under ZSTD, by the system's libzstd (uncompressed, a string column's runs decide
+    whether it is a dictionary at all: see :mod:`colonnade.encoding.chunk`)."""
+    return (_encoder is not None and (pa.types.is_string(t) or pa.types.is_large_string(t))
+            and compression == "zstd" and bool(_encoder.ZSTD))
+
+
+_SCHEMAS: dict[pa.DataType, bytes] = {}
+
+
+def pack_strings(array: pa.Array, limit: int | None, compression: str,
+                 level: int) -> tuple[bytes, int, bytes | None, bytes | None] | None:
+    """A string column (see :func:`packs_compiled`) as the payload :func:`pack` makes of its
+    dictionary (:func:`pyarrow.compute.dictionary_encode`'s), in one compiled call without the
+    GIL, with its distinct values and least and greatest value (as bytes; None without
+    values); None when it has more than ``limit`` distinct values. The sections hold the
+    same bytes as :func:`pack`'s; compressed, they may differ by the ZSTD build (libzstd's,
+    not Arrow's), and decode the same."""
+    t = array.type
+    schema = _SCHEMAS.get(t)
+    if schema is None:
+        schema = _SCHEMAS[t] = pa.schema([pa.field("v", t)]).serialize().to_pybytes()
+    validity, offsets, data = array.buffers()
+    return _encoder.pack_strings(validity if array.null_count else None, offsets, data, array.offset,
+                                 len(array), _large(t), -1 if limit is None else limit, schema,
+                                 CODECS.index(compression), level)
 
 
 def read_sections(payload: pa.Buffer, at: int, count: int, codec_name: str) -> list[pa.Buffer]:

@@ -33,6 +33,8 @@ def conform(dataset: str, batch: pa.RecordBatch, schema: pa.Schema, allow_missin
 
     Columns missing from the batch are filled with nulls only when ``allow_missing``
     (schema mode ``merge``)."""
+    if batch.schema.equals(schema):  # as parsed against the schema: no per-column work
+        return batch
     names = batch.schema.names
     if set(names) != set(schema.names):
         missing_only = set(names) < set(schema.names)

@@ -283,7 +283,11 @@ class SegmentWriter:
         # cuts them in key order: its segments then hold disjoint key ranges (see _flush)
         threshold = limit * (SORTED_GROUP_SEGMENTS if self._sort_keys else 1)
         self._batches_seen += 1
-        bytes_per_row = batch.nbytes / batch.num_rows  # of a slice: its share (cheaper than its nbytes)
+        # the batch's buffers, cheaply; a slice of larger buffers (far wider than the batches
+        # before it) counts its share of them only, which takes longer to find
+        bytes_per_row = batch.get_total_buffer_size() / batch.num_rows
+        if not self._row_bytes or bytes_per_row > 2 * self._row_bytes:
+            bytes_per_row = batch.nbytes / batch.num_rows
         self._row_bytes = bytes_per_row
         for values, part in self._partition_runs(batch):
             key = self.spec.partition_key(values)
@@ -323,22 +327,26 @@ class SegmentWriter:
             rest = table.slice(rows)
         else:
             segments, rest = [table.slice(0, rows)], table.slice(rows)
+        # bytes as the buffer counted them, in proportion to rows (a table's nbytes, of slices
+        # of many batches, takes long to find)
+        row_bytes = buf.nbytes / buf.rows if buf.rows else 0.0
         self._buffered_bytes -= buf.nbytes
         # the buffer stays (empty) when all its rows go: its segment count keeps buckets bounded
         buf.batches = rest.to_batches() if rest.num_rows else []
         buf.rows = rest.num_rows
-        buf.nbytes = rest.nbytes if rest.num_rows else 0
+        buf.nbytes = int(rest.num_rows * row_bytes)
         self._buffered_bytes += buf.nbytes
         buf.runs += bool(self._sort_keys and segments)
         for segment in segments:
             buf.rows_written += segment.num_rows
+            segment_bytes = int(segment.num_rows * row_bytes)
             if buf.bucket_segments and (buf.bucket_segments >= SEGMENTS_PER_BUCKET
-                                        or buf.bucket_bytes + segment.nbytes > BUCKET_BYTES):
+                                        or buf.bucket_bytes + segment_bytes > BUCKET_BYTES):
                 buf.buckets_filled += 1
                 buf.bucket_segments = buf.bucket_bytes = 0
             bucket = self._bucket_base + buf.buckets_filled
             buf.bucket_segments += 1
-            buf.bucket_bytes += segment.nbytes
+            buf.bucket_bytes += segment_bytes
             buf.segments_written += 1
             self._write_segment(key, buf.values, bucket, segment, presorted=bool(self._sort_keys))
 
@@ -411,6 +419,9 @@ class SegmentWriter:
         batches = [b for t in tables for b in t.to_batches()] + buf.batches
         buf.batches = [b for b in batches if b.num_rows]
         buf.rows = sum(b.num_rows for b in buf.batches)
+        self._buffered_bytes -= buf.nbytes
+        buf.nbytes = int(buf.rows * self._row_bytes)
+        self._buffered_bytes += buf.nbytes
         self._flush(key, buf.rows)
         self.store.delete_segments(self.spec.name, [SegmentRow(e.partition, e.segment, self.commit_id, e.rows,
                                                                e.bucket, b"") for e in runs], schema.names)
