@@ -64,11 +64,11 @@ def test_bench_gdelt_hands_its_options_to_the_benchmark(invoke: Invoke, tmp_path
     monkeypatch.setattr(study, "main", lambda **kwargs: calls.append(kwargs))
     result = invoke("bench", "gdelt", "--rows", "1000", "--out", str(tmp_path / "out"),
                     "--baseline-rows", "10", "--layouts", "colonnade, reference", "--repeats", "2",
-                    "--warmup", "1.5", "--store", "sqlite:///b.db", store=False)
+                    "--warmup", "1.5", "--rounds", "3", "--store", "sqlite:///b.db", store=False)
     assert result.exit_code == 0, result.stderr
     assert calls == [{"rows": 1000, "store": "sqlite:///b.db", "out": tmp_path / "out",
                       "baseline_rows": 10, "layouts": ["colonnade", "reference"], "repeats": 2,
-                      "warmup_s": 1.5}]
+                      "warmup_s": 1.5, "rounds": 3}]
     calls.clear()
     invoke("bench", "gdelt", store=False, env={"COLONNADE_STORE": None})
     assert calls == [{}]  # the benchmark's own defaults

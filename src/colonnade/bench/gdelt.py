@@ -430,8 +430,13 @@ def ratios(r: LayoutResult, ref: LayoutResult) -> dict[str, float | None]:
 
 def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "bench-results",
          repeats: int = 3, baseline_rows: int = 200_000, layouts: list[str] | None = None,
-         seed: int = 42, warmup_s: float = WARMUP_S, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the benchmark; writes ``gdelt.json`` and ``gdelt.md`` into ``out`` and returns the report."""
+         seed: int = 42, warmup_s: float = WARMUP_S, rounds: int | None = None,
+         echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark; writes ``gdelt.json`` and ``gdelt.md`` into ``out`` and returns the report.
+    ``rounds``: of the Colonnade layouts' and the reference's reads and queries timed round by
+    round after their phases (:mod:`colonnade.bench.gdelt_rounds`; 0: none)."""
+    from colonnade.bench import gdelt_rounds
+
     out_dir = Path(out)
     work = out_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -464,6 +469,14 @@ def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "ben
     ref = run_reference(path, rows, work, repeats, warmup_s)
     results.append(ref)
     check_answers([ref] + results[:-1])
+    embedded_uri = store_uri if not store_uri.startswith("cassandra") else f"sqlite:///{work / 'bench.db'}"
+    stores = {r.name: store_uri if "cassandra" in r.name else embedded_uri
+              for r in results[:-1] if r.name.startswith("colonnade") and r.rows == rows}
+    rounds = gdelt_rounds.ROUNDS if rounds is None else rounds
+    alternated = None
+    if rounds:
+        echo(f"round by round: {', '.join([*stores, ref.name])} ({rounds} rounds) ...")
+        alternated = gdelt_rounds.alternate(stores, work / "gdelt.parquet", rows, rounds, ref.name)
     report: dict[str, Any] = {
         "benchmark": "gdelt", "rows": rows, "seed": seed, "repeats": repeats, "warmup_s": warmup_s,
         "store": store_uri, "machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -473,9 +486,12 @@ def main(rows: int = FULL_ROWS, store: str | None = None, out: str | Path = "ben
         # against the parse-only runs beside each ingest (else the median at the start)
         "ingest_vs_parse": {r.name: (r.parse_beside_s or parse_s) / r.ingest_s for r in results[:-1]
                             if r.ingest_s and r.rows == rows},
+        "rounds": alternated,
     }
     (out_dir / "gdelt.json").write_text(json.dumps(report, indent=2, default=str))
     table = markdown_table(report)
+    if alternated is not None:
+        table += "\n\n" + gdelt_rounds.markdown(alternated, rows)
     (out_dir / "gdelt.md").write_text(table + "\n")
     from colonnade.bench.charts import write_charts
 

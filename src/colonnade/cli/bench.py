@@ -42,17 +42,20 @@ def bench() -> None:
 @click.option("--warmup", "warmup_s", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Seconds each layout's reads and queries run untimed before they are timed "
                    "(at least once each; default 30, 0 for none).")
+@click.option("--rounds", type=click.IntRange(min=0), metavar="R",
+              help="Rounds of every layout's reads and queries timed one after another once all "
+                   "are loaded (default 7, 0 for none): ratios of layouts measured seconds apart.")
 @pass_settings
 def gdelt(settings: Settings, rows: int | None, store_uri: str | None, out: Path | None,
           baseline_rows: int | None, layouts: str | None, repeats: int | None,
-          warmup_s: float | None) -> None:
+          warmup_s: float | None, rounds: int | None) -> None:
     """The GDELT layout study: ingest, scans and Q1-Q3 against DuckDB over Parquet."""
     from colonnade.bench import gdelt as study
 
     store = store_uri or (settings.store if settings.store_given else None)
     names = [s.strip() for s in layouts.split(",") if s.strip()] if layouts else None
     options: dict[str, Any] = {"rows": rows, "store": store, "out": out, "baseline_rows": baseline_rows,
-               "layouts": names, "repeats": repeats, "warmup_s": warmup_s}
+               "layouts": names, "repeats": repeats, "warmup_s": warmup_s, "rounds": rounds}
     study.main(**{k: v for k, v in options.items() if v is not None})
 
 
