@@ -1,8 +1,9 @@
 """The compiled parts of Colonnade: a sample's admission passes (see
 src/colonnade/table/strata_compiled.py), a scan's passes over dictionary indices and
 decimal-scaled floats (see src/colonnade/encoding/kernels.py), and the decoders of packed and
-decimal-scaled chunk payloads (src/colonnade/encoding/packed.py and scaled.py), and the encoder of packed string dictionaries. Without a C
-compiler the build goes on without them, and the Python code runs."""
+decimal-scaled chunk payloads (src/colonnade/encoding/packed.py and scaled.py), and the encoder
+of packed string dictionaries (_encode.c). Without a C compiler the build goes on without them,
+and the Python code runs."""
 
 from setuptools import Extension, setup
 

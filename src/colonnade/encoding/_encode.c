@@ -24,7 +24,6 @@
 #include <string.h>
 
 #define HEAD 16
-#define SECTIONS 5
 
 static inline uint64_t mix(uint64_t a, uint64_t b) {
     __uint128_t r = (__uint128_t)a * b;

@@ -388,8 +388,7 @@ def encode_chunk(array: pa.Array | pa.ChunkedArray, compression: str = "zstd",
         with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as writer:
             writer.write_batch(batch)
         payload = sink.getvalue().to_pybytes()
-    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
-    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
+    data = _framed(flags, payload)
     return data, ChunkStats(len(array), nulls, lo, hi, as_dictionary, len(data))
 
 
@@ -411,9 +410,14 @@ def _packed_strings(array: pa.Array, dictionary: bool | None, compression: str,
     if lo is None or hi is None:
         lo = hi = None
     flags = FLAG_DICTIONARY | FLAG_PACKED
-    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
-    data = _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
+    data = _framed(flags, payload)
     return data, ChunkStats(len(array), array.null_count, lo, hi, True, len(data))
+
+
+def _framed(flags: int, payload: bytes) -> bytes:
+    """A chunk: its header (``flags``, the CRC of the version, flags and payload) and ``payload``."""
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<BBH", CHUNK_FORMAT_VERSION, flags, 0)))
+    return _HEADER.pack(MAGIC, CHUNK_FORMAT_VERSION, flags, 0, crc, len(payload)) + payload
 
 
 def _stat_string(value: bytes | None) -> str | None:
