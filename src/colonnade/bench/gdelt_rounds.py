@@ -6,10 +6,19 @@ others', and this machine's speed drifts by more than the differences measured b
 after every phase, each round runs every layout's read of every column and then each query
 once, one layout after another, starting with the next layout each round; a layout's figure is
 its median over the rounds. Ratios within a round compare layouts measured seconds apart.
+
+Each call's system CPU time and minor page faults are kept beside its time. A read of every
+column builds about 1.5 GB of buffers: on this machine, a process reading the embedded store
+again and again faulted in about 1 GB for each of its first three reads (230-260 thousand
+faults, 0.3-0.5 s of system time; 0.52-0.57 s a read) and a few thousand pages for later ones
+(0.05-0.1 s; 0.34-0.36 s a read). In the rounds, where the other layouts' reads come between
+two reads of one, every read faulted in 110-320 thousand pages, and the slowest rounds were
+those with the most system time.
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -57,6 +66,8 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
         opened[reference] = _reference(parquet)
     names = list(opened)
     times: dict[str, dict[str, list[float]]] = {n: {k: [] for k in (READ_ALL, *QUERIES)} for n in names}
+    # per timed call: the process's system CPU seconds and minor page faults
+    system: dict[str, dict[str, list[tuple[float, int]]]] = {n: {k: [] for k in times[n]} for n in names}
     answers: dict[str, dict[str, Any]] = {n: {} for n in names}
     try:
         for round_ in range(rounds + 1):
@@ -64,15 +75,19 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
             for what in (READ_ALL, *QUERIES):
                 for name in order:
                     result = None
+                    before = resource.getrusage(resource.RUSAGE_SELF)
                     start = time.perf_counter()
                     result = opened[name][0][what]()
                     elapsed = time.perf_counter() - start
+                    after = resource.getrusage(resource.RUSAGE_SELF)
                     if what == READ_ALL and result.num_rows != rows:
                         raise BenchError(f"{name}: read {result.num_rows} rows, expected {rows}")
                     if what != READ_ALL:
                         answers[name][what] = normalise(result)
                     if round_:  # the first round is untimed
                         times[name][what].append(elapsed)
+                        system[name][what].append((after.ru_stime - before.ru_stime,
+                                                   after.ru_minflt - before.ru_minflt))
     finally:
         for _, close in opened.values():
             close()
@@ -84,6 +99,9 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
     medians = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
     out: dict[str, Any] = {"rounds": rounds, "order": names, "seconds": medians,
                            "spread": {n: {k: [min(v), max(v)] for k, v in t.items()} for n, t in times.items()}}
+    out["system"] = {n: {k: {"system_s": [c for c, _ in v], "minor_faults": [f for _, f in v]}
+                         for k, v in t.items()} for n, t in system.items()}
+    out["slowest_read_all"] = {n: _slowest(times[n][READ_ALL], system[n][READ_ALL]) for n in names}
     ratios: dict[str, dict[str, float]] = {}
     embedded = next((n for n in names if "embedded" in n), None)
     for name in names:
@@ -97,6 +115,16 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
             ratios[name] = r
     out["ratios"] = ratios
     return out
+
+
+def _slowest(seconds: list[float], system: list[tuple[float, int]]) -> dict[str, float]:
+    """The slowest of a layout's timed reads against its median one: seconds, system CPU
+    seconds and minor page faults of each."""
+    order = sorted(range(len(seconds)), key=seconds.__getitem__)
+    slow, mid = order[-1], order[len(order) // 2]
+    return {"seconds": seconds[slow], "system_s": system[slow][0], "minor_faults": system[slow][1],
+            "median_seconds": seconds[mid], "median_system_s": system[mid][0],
+            "median_minor_faults": system[mid][1]}
 
 
 def markdown(report: dict[str, Any], rows: int) -> str:
@@ -117,4 +145,11 @@ def markdown(report: dict[str, Any], rows: int) -> str:
         lines.append(f"| {name} | {rows / s[READ_ALL] / 1e6:,.1f}M rec/s | "
                      + " | ".join(f"{s[q] * 1000:,.1f} ms" for q in QUERIES)
                      + f" | {ratio('read_all_vs_embedded')} | " + " | ".join(ratio(q) for q in QUERIES) + " |")
+    slowest = report.get("slowest_read_all")
+    if slowest:
+        lines += ["", "The slowest read of every column of each layout against its median round "
+                  "(this process's system CPU time and minor page faults during the read):", ""]
+        lines += [f"- {name}: {v['seconds']:.2f} s, {v['system_s']:.2f} s system, {v['minor_faults']:,} faults; "
+                  f"median round {v['median_seconds']:.2f} s, {v['median_system_s']:.2f} s system, "
+                  f"{v['median_minor_faults']:,} faults" for name, v in slowest.items()]
     return "\n".join(lines)
