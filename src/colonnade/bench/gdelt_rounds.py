@@ -67,7 +67,8 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
     names = list(opened)
     times: dict[str, dict[str, list[float]]] = {n: {k: [] for k in (READ_ALL, *QUERIES)} for n in names}
     # per timed call: the process's system CPU seconds and minor page faults
-    system: dict[str, dict[str, list[tuple[float, int]]]] = {n: {k: [] for k in times[n]} for n in names}
+    system: dict[str, dict[str, dict[str, list[Any]]]] = {
+        n: {k: {"system_s": [], "minor_faults": []} for k in times[n]} for n in names}
     answers: dict[str, dict[str, Any]] = {n: {} for n in names}
     try:
         for round_ in range(rounds + 1):
@@ -86,8 +87,8 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
                         answers[name][what] = normalise(result)
                     if round_:  # the first round is untimed
                         times[name][what].append(elapsed)
-                        system[name][what].append((after.ru_stime - before.ru_stime,
-                                                   after.ru_minflt - before.ru_minflt))
+                        system[name][what]["system_s"].append(after.ru_stime - before.ru_stime)
+                        system[name][what]["minor_faults"].append(after.ru_minflt - before.ru_minflt)
     finally:
         for _, close in opened.values():
             close()
@@ -99,8 +100,7 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
     medians = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
     out: dict[str, Any] = {"rounds": rounds, "order": names, "seconds": medians,
                            "spread": {n: {k: [min(v), max(v)] for k, v in t.items()} for n, t in times.items()}}
-    out["system"] = {n: {k: {"system_s": [c for c, _ in v], "minor_faults": [f for _, f in v]}
-                         for k, v in t.items()} for n, t in system.items()}
+    out["system"] = system
     out["slowest_read_all"] = {n: _slowest(times[n][READ_ALL], system[n][READ_ALL]) for n in names}
     ratios: dict[str, dict[str, float]] = {}
     embedded = next((n for n in names if "embedded" in n), None)
@@ -117,14 +117,14 @@ def alternate(stores: dict[str, str], parquet: Path | None, rows: int, rounds: i
     return out
 
 
-def _slowest(seconds: list[float], system: list[tuple[float, int]]) -> dict[str, float]:
-    """The slowest of a layout's timed reads against its median one: seconds, system CPU
-    seconds and minor page faults of each."""
+def _slowest(seconds: list[float], system: dict[str, list[Any]]) -> dict[str, float]:
+    """The slowest of a layout's timed reads against its median one (of an even count, the
+    upper of the middle two): seconds, system CPU seconds and minor page faults of each."""
     order = sorted(range(len(seconds)), key=seconds.__getitem__)
     slow, mid = order[-1], order[len(order) // 2]
-    return {"seconds": seconds[slow], "system_s": system[slow][0], "minor_faults": system[slow][1],
-            "median_seconds": seconds[mid], "median_system_s": system[mid][0],
-            "median_minor_faults": system[mid][1]}
+    cpu, faults = system["system_s"], system["minor_faults"]
+    return {"seconds": seconds[slow], "system_s": cpu[slow], "minor_faults": faults[slow],
+            "median_seconds": seconds[mid], "median_system_s": cpu[mid], "median_minor_faults": faults[mid]}
 
 
 def markdown(report: dict[str, Any], rows: int) -> str:
